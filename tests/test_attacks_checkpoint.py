@@ -108,6 +108,61 @@ def test_a_checkpoint_without_checksums_still_loads(tmp_path):
         np.testing.assert_array_equal(g2.store.read(t.val), tensors[n])  # copies
 
 
+def test_a_tensor_missing_its_checksum_beside_others_is_damage(tmp_path):
+    """Found by fuzzing: one flipped bit in a checksum's key ("teNsig.crc32.layer1.w") made the
+    tensor load unchecked, so a flip in its data loaded a wrong value.  A file that records
+    checksums records one for every tensor."""
+    _, m1, _ = build()
+    path = save(m1, tmp_path / "ckpt.safetensors")
+    meta, tensors = contents(path)
+    meta["teNsig.crc32.layer1.w"] = meta.pop("tensig.crc32.layer1.w")
+    tensors["layer1.w"][0, 0] += 1
+    path.write_bytes(safetensors.numpy.save(tensors, metadata=meta))
+    g2, m2, _ = build(seed=3)
+    before = snapshot(g2)
+    with pytest.raises(CheckpointError, match=r"'layer1.w': no checksum is recorded for it, "
+                                              r"though the file records them") as info:
+        load(m2, path)
+    assert len(info.value.problems) == 1
+    assert_unchanged(g2, before)
+
+
+def test_tensig_entries_without_the_format_key_are_damage(tmp_path):
+    """Found by fuzzing: a flipped bit in "tensig.format" made the file foreign, so nothing in
+    it was checked and a flip in the data loaded a wrong value."""
+    _, m1, _ = build()
+    path = save(m1, tmp_path / "ckpt.safetensors")
+    meta, tensors = contents(path)
+    meta["tensmg.format"] = meta.pop("tensig.format")
+    tensors["layer1.w"][0, 0] += 1
+    path.write_bytes(safetensors.numpy.save(tensors, metadata=meta))
+    g2, m2, _ = build(seed=3)
+    before = snapshot(g2)
+    with pytest.raises(CheckpointError, match=r"tensig entries .* but no 'tensig.format'"):
+        load(m2, path)
+    assert_unchanged(g2, before)
+
+
+def test_a_tensig_key_save_never_writes_is_damage(tmp_path):
+    """Found by fuzzing: flipped bits in every checksum's key ("tensig.crc22.layer1.w") left
+    the file with none, so a flip in the data loaded a wrong value."""
+    _, m1, _ = build()
+    path = save(m1, tmp_path / "ckpt.safetensors")
+    meta, tensors = contents(path)
+    for k in [k for k in meta if k.startswith("tensig.crc32.")]:
+        meta[k.replace("crc32", "crc22")] = meta.pop(k)
+    tensors["layer1.w"][0, 0] += 1
+    path.write_bytes(safetensors.numpy.save(tensors, metadata=meta))
+    g2, m2, _ = build(seed=3)
+    before = snapshot(g2)
+    with pytest.raises(CheckpointError, match=r"'tensig.crc22.layer1.b', which this tensig "
+                                              r"does not write .* \(or from a newer "
+                                              r"tensig\)") as info:
+        load(m2, path)
+    assert len(info.value.problems) == 4  # one per stray key
+    assert_unchanged(g2, before)
+
+
 def test_a_damaged_checksum_text_is_damage(tmp_path):
     _, m1, _ = build()
     path = save(m1, tmp_path / "ckpt.safetensors")

@@ -7,12 +7,14 @@ session."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import textwrap
 
 import pytest
 
 from limits import run_limited
+from tensig.cli import main
 
 FILES = {
     "wrong_axis.py": '''
@@ -143,6 +145,38 @@ def test_a_top_level_sys_exit_is_a_note(tmp_path):
     assert status == 1 and "1 function(s) verified: 1 error(s), 0 warning(s), 1 note(s)" in out
 
 
+def test_verifying_tensigs_own_files_leaves_its_tables_alone(tmp_path):
+    """Verifying a folder runs each file afresh, tensig's own too: sym_functions.py run again
+    copied NumPy's creation table (np.average by then) into torch's, and every torch file
+    verified after it crashed (torch has no attribute 'average'); trace_numpy.py run again
+    wrapped its wrapper of np.concatenate once more (without end, run after run)."""
+    pytest.importorskip("torch")
+    from tensig.check import sym_functions, trace_numpy, trace_torch, tracer, tracing
+    from tensig.check.verify_files import verify_path
+    tables = [tracer.NUMPY, tracer.TORCH, tracer.CREATION_NUMPY, tracer.CREATION_TORCH,
+              tracing.PLUGINS]
+    assert trace_torch.HAND  # imported: its entries are in the tables saved
+    saved = [dict(t) for t in tables]  # the run again swaps in its own (equal) functions
+    try:
+        verify_path(sym_functions.__file__)
+        assert set(tracer.CREATION_TORCH) == set(saved[3])
+        verify_path(trace_numpy.__file__)
+        model = inspect.getclosurevars(tracer.NUMPY["concatenate"]).nonlocals["model"]
+        assert model is sym_functions.concatenate  # the model, not a wrapper of it
+        (tmp_path / "t.py").write_text(textwrap.dedent("""\
+            import torch
+            from tensig import Float
+            def f(x: Float[torch.Tensor, "B, T"]) -> Float[torch.Tensor, "B, T"]:
+                return x + torch.zeros(x.shape[0], x.shape[1])
+            """))
+        [report] = verify_path(str(tmp_path / "t.py"))
+        assert (report.function, report.findings, report.notes) == ("f", [], [])
+    finally:
+        for table, old in zip(tables, saved, strict=True):
+            table.clear()
+            table.update(old)
+
+
 def test_a_file_that_kills_the_interpreter_is_a_note(tmp_path):
     """``os._exit`` at import ends the worker; it is restarted for the files after it."""
     folder = _folder(tmp_path, "a_dies.py", "wrong_axis.py", "good.py")
@@ -164,6 +198,16 @@ def test_usage_errors_exit_2(tmp_path, args, message):
     folder = _folder(tmp_path, "good.py")
     status, _, err = _verify(str(folder), *args)
     assert status == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("path", ["", "::", "::f", " ::f"])
+def test_an_empty_path_is_a_usage_error(tmp_path, monkeypatch, capsys, path):
+    """Found by fuzzing the CLI: ``tensig verify ::`` verified every file under the current
+    folder (an empty path is ``.``), importing them all."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "good.py").write_text(textwrap.dedent(FILES["good.py"]))
+    assert main(["verify", path, "--in-process"]) == 2
+    assert "an empty path" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("then, expected", [

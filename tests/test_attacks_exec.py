@@ -9,6 +9,7 @@ import pytest
 from tests.limits import run_limited
 
 import tensig as ts
+from tensig.model import graph as G
 
 torch = pytest.importorskip("torch")
 
@@ -95,6 +96,31 @@ def test_size_zero_kernel_is_a_shape_error_everywhere(fn, lib, make):
 def test_size_zero_kernel_in_a_padded_window():
     with pytest.raises(ts.ShapeError, match="'k' has size 0"):
         ts.tropical("o=+k; k => o", np.arange(4.0), np.zeros(0))
+
+
+@pytest.mark.parametrize("op", ["einsum", "tropical", "outer_sum"])
+@pytest.mark.parametrize("spec, shapes", [
+    ("b; b, e => ", [(3,), (3, 0)]),
+    ("b; b, e => b", [(3,), (3, 0)]),
+    ("c, b, a, d; b, a, e => a", [(1, 3, 2, 4), (3, 2, 0)]),
+])
+@pytest.mark.parametrize("lib, make", _libraries())
+def test_a_reduction_over_an_empty_axis_ignores_infinities_elsewhere(op, spec, shapes, lib,
+                                                                      make):
+    """Found by fuzzing graphs: an operand's inf or NaN met the other operand's sum over its
+    empty axis (0, or -inf for max) before the product: NaN, where the sum over the empty
+    product space is 0 (the neutral element), as the loop interpreter says."""
+    from tests.reference import reference
+
+    xs = [np.full(shapes[0], v) for v in (np.inf, -np.inf, np.nan)]
+    y = np.zeros(shapes[1])
+    for x in xs:
+        want, _ = reference(spec, [x, y], [ts.Shape(output=s) for s in shapes], op=op)
+        got = np.asarray(getattr(ts, op)(spec, make(x), make(y)))
+        np.testing.assert_array_equal(got, want)
+    with G.new_graph():
+        got = G.Model(getattr(G, op)(spec, G.leaf("x", xs[0]), G.leaf("y", y))).run()
+    np.testing.assert_array_equal(np.asarray(got), want)
 
 
 # -- 11: ndarray subclasses are NumPy ---------------------------------------------------------

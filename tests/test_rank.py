@@ -433,6 +433,44 @@ class TestRerank:
         with pytest.raises(tensig.ShapeError, match="less than its cell rank 1"):
             rows(np.array(1), m)
 
+    @pytest.mark.parametrize("frame", [0, 2])
+    def test_complementary_ranks_check_the_cells_as_typeof_does(self, frame):
+        """``rerank(index, -1, -1)`` makes ``i``'s cells scalars, which ``index`` (``[Int l]``)
+        cannot take, whatever the frame: Remora types the cells, even when there are none.
+        An empty frame returned ``[]``, a frame of 2 blamed ``x`` (``l = 2``), typeof refused."""
+        f = rank.rerank(rank.index, -1, -1)
+        x, i = np.zeros((frame, 3)), np.zeros(frame, int)
+        with pytest.raises(tensig.ShapeError) as want:
+            rank.typeof(f, x, i)
+        with pytest.raises(tensig.ShapeError) as got:
+            f(x, i)
+        assert str(got.value) == str(want.value) and "less than its cell rank 1" in str(want.value)
+        # cells of the right ranks run as a loop over the frame (an empty one never calls index)
+        x, i = np.arange(frame * 3.0).reshape(frame, 3), np.arange(frame).reshape(frame, 1)
+        got = f(x, i)
+        assert got.shape == rank.typeof(f, x, i).result.shape.as_tuple() == (frame,)
+        np.testing.assert_array_equal(got, [x[k][i[k, 0]] for k in range(frame)])
+
+    @pytest.mark.parametrize("inner, outer, shape", [(-2, None, (2,)), (-1, None, (2, 3)),
+                                                     (-1, 1, (2, 3)), (-1, 2, (2, 3, 4)),
+                                                     (-1, -1, (2, 3, 4)), (-1, -1, (1, 1))])
+    def test_reranking_a_complementary_rank_lifts_inside_each_cell(self, inner, outer, shape):
+        """A lifted function of rank ``-k`` reranked: inside each new cell it takes all but
+        that cell's first ``k`` axes.  Pinning ``-k`` in the cell reranked it again, which
+        eta-expanded again: a RecursionError on every call; reranked at its own ``-k`` it
+        was returned as it is (one ``-k`` split instead of two)."""
+        total = rank.lift(lambda c: np.sum(c), ranks=[inner], result=())
+        x = np.arange(np.prod(shape), dtype=float).reshape(shape)
+
+        def cell_sums(cell):  # the inner rank written out: the cell's trailing axes summed
+            frame = cell.ndim - max(cell.ndim + inner, 0)
+            return cell.reshape((*cell.shape[:frame], -1)).sum(-1)
+
+        frame = 0 if outer is None else (-outer if outer < 0 else len(shape) - outer)
+        want = np.stack([cell_sums(x[pos]) for pos in np.ndindex(*shape[:frame])]).reshape(
+            shape[:frame] + cell_sums(x[(0,) * frame]).shape)
+        np.testing.assert_array_equal(rank.rerank(total, outer)(x), want)
+
     def test_bad_ranks(self):
         with pytest.raises(TypeError, match="cell rank is an int"):
             rank.rerank(rank.head, 1.5)

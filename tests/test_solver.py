@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tensig as ts
 from tensig import Shape, ShapeError
 from tensig.core.inference import ShapeGraph
 from tensig.core.solver import DimVar, Origin, RowNode, Solver, SRow
@@ -312,3 +314,23 @@ def test_settle_searches_a_relation_nonlinear_in_its_one_unknown(text, size, sol
     assert t.root().value == solved
     if solved is not None:  # the oracle: the size the text gives at the root
         assert Dim(text).subs({"T": solved}).constant == size
+
+
+@pytest.mark.parametrize("spec, shapes, kw", [
+    ("o=+k; k => o", [(3,), (0,)], {}),
+    ("2*o=+3*k; k => o", [(4,), (0,)], {}),
+    ("o+k; k => o", [(3,), (0,)], {"use_padding": True}),
+    ("o=+k => o", [(5,)], {"sizes": {"k": 0}}),
+    ("b, o=+k; k, b => o", [(2, 3), (0, 2)], {}),  # the kernel known after the window
+])
+def test_a_padded_window_of_no_cells_is_refused_by_inference_as_by_execution(spec, shapes, kw):
+    """``infer`` accepted a padded window over a size-0 kernel (``k=0, o=3``) that every
+    backend refuses (README: a size-0 window is a ShapeError); now both refuse it alike."""
+    with pytest.raises(ShapeError) as inferred:
+        ts.infer(spec, *shapes, **kw)
+    assert inferred.value.label == "k" and inferred.value.sizes[0] == 0
+    assert "the kernel 'k' has size 0" in inferred.value.reason
+    for fn in (ts.einsum, ts.tropical) if len(shapes) > 1 else (ts.einsum1, ts.einmax1):
+        with pytest.raises(ShapeError) as ran:
+            fn(spec, *[np.ones(s) for s in shapes], **kw)
+        assert str(ran.value) == str(inferred.value)

@@ -54,8 +54,8 @@ from tensig.check.tracer import (
 from tensig.check.tracing import _TRACER, Unsupported, tracer
 from tensig.core.dims import Dim
 
-__all__ = ["bincount", "concatenate", "conv", "cross_entropy", "einsum", "layer_norm", "linear",
-           "nonzero", "stack", "where"]
+__all__ = ["SHARED", "bincount", "concatenate", "conv", "cross_entropy", "einsum", "layer_norm",
+           "linear", "nonzero", "stack", "where"]
 
 
 def einsum(subscripts: str, *operands: Any, **kw: Any) -> SymArray:
@@ -543,7 +543,7 @@ def tensordot(a: Any, b: Any, axes: Any = 2, *, dims: Any = None, **kw: Any) -> 
     return SymArray(rest, result_kind("f", {x.kind, y.kind}))
 
 
-_SHARED: dict[str, Callable[..., Any]] = {
+SHARED: dict[str, Callable[..., Any]] = {
     "reshape": lambda a, shape=None, newshape=None, **k: _sym(a).reshape(
         shape if shape is not None else newshape),
     "concatenate": concatenate,
@@ -611,7 +611,7 @@ def triangle_part(square: bool) -> Callable[..., SymArray]:
 
 
 NUMPY.update({name: reduction(kind, name.startswith(("max", "min", "am", "arg")))
-              for name, kind in _REDUCTIONS.items()}, **_SHARED,
+              for name, kind in _REDUCTIONS.items()}, **SHARED,
              tril=triangle_part(True), triu=triangle_part(True))
 NUMPY.update({
     **dict.fromkeys(("transpose", "permute_dims"), permute),
@@ -638,7 +638,7 @@ NUMPY.update({
     "array_split": functools.partial(np_split, equal=False),
 })
 
-TORCH.update(_SHARED)
+TORCH.update(SHARED)
 TORCH.update({
     **dict.fromkeys(("tril", "triu"), triangle_part(False)),
     "mm": _matrices(2),
@@ -676,10 +676,14 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
               "__truediv__", "__rtruediv__", "__matmul__", "__getitem__"):
     TORCH.setdefault(_name, lambda a, *r, _n=_name: getattr(_sym(a), _n)(*r))
 
-CREATION_NUMPY.update(zeros=created, ones=created, empty=created, arange=_arange, eye=eye,
-                      broadcast_shapes=broadcast_shapes,
-                      full=lambda *args, **kw: created(*args[:1], **kw))  # torch: size=
-CREATION_TORCH.update(CREATION_NUMPY, randn=created, rand=created,
+# both libraries' by name; a copy of CREATION_NUMPY would take what trace_numpy adds to it when
+# this file runs again (verifying a folder that holds it): np.average, looked up in torch
+_CREATION_SHARED: dict[str, Callable[..., Any]] = dict(
+    zeros=created, ones=created, empty=created, arange=_arange, eye=eye,
+    broadcast_shapes=broadcast_shapes,
+    full=lambda *args, **kw: created(*args[:1], **kw))  # torch: size=
+CREATION_NUMPY.update(_CREATION_SHARED)
+CREATION_TORCH.update(_CREATION_SHARED, randn=created, rand=created,
                       randperm=lambda n, **kw: SymArray([as_dim(n)], "i"),
                       randint=lambda *args, **kw: created(kw["size"] if "size" in kw else args[-1],
                                                           dtype="int"))

@@ -220,10 +220,10 @@ def quotient(n: Dim, d: Dim) -> Dim:
     in that range); a known negative ``n`` is minus a ceiling (``-T // S``: ``-((T + S - 1) //
     S)``), never a size."""
     t = tracer()
-    if _positive(-n, frozenset(t.positive)):
+    if _positive(-n, t.positive):
         return -quotient(d - 1 - n, d)
     for x, least in ((n, 0), (d, 1)):
-        if not _positive(x + 1 - least, frozenset(t.positive)):  # known, or assumed before
+        if not _positive(x + 1 - least, t.positive):  # known, or assumed before
             _assume(f"{x} >= {least}", True, f"({n}) // ({d}) taken as a size")
             t.positive.add(x + 1 - least)
     if ("//", n, d) not in t.min_dims:  # the witness's quotient, in the range assumed

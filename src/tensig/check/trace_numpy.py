@@ -683,7 +683,10 @@ def _scipy_globals(namespace: dict[str, Any], names: tuple[str, ...]
 
 
 for _name in ("concatenate", "concat", "stack", "hstack", "vstack", "dstack", "column_stack"):
-    NUMPY_EXTRA[_name] = _sequence_of_rows(_name, NUMPY_EXTRA.get(_name) or S.NUMPY[_name])
+    # the model by name, not the table's entry: run again (verifying a folder that holds this
+    # file), that is the wrapper already, and each run nested one more
+    NUMPY_EXTRA[_name] = _sequence_of_rows(_name, NUMPY_EXTRA.get(_name) or
+                                           sym_functions.SHARED[_name])
 S.NUMPY.update(NUMPY_EXTRA)
 S.CREATION_NUMPY.update(CREATION_EXTRA)
 tracing.PLUGINS["numpy_fallback"] = fitted_numpy

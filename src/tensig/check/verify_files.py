@@ -39,6 +39,8 @@ def verify_path(path: str, *, ignore: Iterable[str] = (), timeout: float | None 
     """
     skip = sorted(findings.resolve(ignore))
     target, _, only = path.partition("::")
+    if not target.strip():  # Path("") is the current folder: every file under it
+        raise ValueError(f"an empty path in {path!r}: give a file or folder (FILE::FUNCTION)")
     root = Path(target)
     if not root.exists():
         raise FileNotFoundError(f"no such file or folder: {target}")

@@ -174,9 +174,25 @@ class AffineRel(Constraint):
         solver.set_value(var, normalize_size(size), self.origin, "affine")
         self.done = True
 
+    def _nonempty(self, solver: Solver, vk: Size, vi: Size | None) -> None:
+        """A window of no elements, padded or valid (every output would reduce nothing)."""
+        assert self.kernel is not None
+        empty = (f"the kernel {self.kernel.name!r} has size {vk}: a convolution or pooling "
+                 "window needs at least one element")
+        if isinstance(vk, int) and vk < 1:  # named with the input's size when known
+            raise solver.error(
+                empty, self.origin, label=self.kernel.name,
+                sizes=(vk,) if vi is None else (vk, vi),
+                hint="a window of no elements reads nothing; give the kernel at least one "
+                     "element")
+        solver.require_at_least(vk, 1, self.origin, what=empty)
+
     def propagate(self, solver: Solver) -> None:
         vi, vo = _val(self.inp), _val(self.over)
         s, d = self.stride, self.dilation
+        vk = None if self.kernel is None else _val(self.kernel)
+        if vk is not None:
+            self._nonempty(solver, vk, vi)
         if self.kernel is None or self.padding == "padded":
             if vo is not None:
                 self._found(solver, self.inp, s * vo)
@@ -184,18 +200,9 @@ class AffineRel(Constraint):
                 self._found(solver, self.over, solver.exact_div(
                     vi, s, self.origin, what=f"a padded strided axis needs its size divisible "
                                              f"by the stride: input size {vi}, stride {s}"))
+            self.done = self.done and (self.kernel is None or vk is not None)  # kernel: checked
             return
-        vk = _val(self.kernel)
         if vk is not None:
-            empty = (f"the kernel {self.kernel.name!r} has size {vk}: a valid convolution needs "
-                     "a kernel of at least one element")
-            if isinstance(vk, int) and vk < 1:  # named with the input's size when known
-                raise solver.error(
-                    empty, self.origin, label=self.kernel.name,
-                    sizes=(vk,) if vi is None else (vk, vi),
-                    hint="a window of no elements reads nothing; give the kernel at least "
-                         "one element")
-            solver.require_at_least(vk, 1, self.origin, what=empty)
             span = normalize_size(1 + (vk - 1) * d)
             if vo is not None:
                 solver.require_at_least(

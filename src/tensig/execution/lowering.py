@@ -44,8 +44,7 @@ from tensig.execution.ir import Operator
 from tensig.execution.native import conv_step, pool_step
 from tensig.execution.views import Key, active_part, components, fill, operand_view
 
-__all__ = ["Letters", "Plan", "Pointwise", "Split", "build_plan", "check_windows", "spec_text",
-           "split_merges"]
+__all__ = ["Letters", "Plan", "Pointwise", "Split", "build_plan", "spec_text", "split_merges"]
 
 
 @dataclass
@@ -89,6 +88,30 @@ def _iters_of(ix: Any) -> list[Iter]:
     if isinstance(ix, AffineIndex):
         return [ix.over] + ([ix.kernel] if ix.kernel is not None else [])
     return []
+
+
+def _reduces_nothing(layout: tuple[tuple[AxisUse, ...], ...], members: list[int]) -> bool:
+    """Whether a phase reduces over an axis of no cells: its product space is empty, so it
+    gives the neutral element (computed, an operand's inf or NaN met another's sum over that
+    axis, 0 or -inf, and made NaN)."""
+    kept = {it.id for u in layout[-1] for it in _iters_of(u.index) + _parts(u.index)}
+    return any(int(it.size) == 0 and it.id not in kept
+               for t in members for u in layout[t] for it in _iters_of(u.index))
+
+
+def _neutral(step: Callable[..., Any], op: Operator | Pointwise, backend: Backend
+             ) -> Callable[..., Any]:
+    """``step``'s result (its dtype, shape and device) filled with the neutral element."""
+    def run(arrays: Sequence[Any]) -> Any:
+        out = step(arrays)
+        return backend.full(tuple(out.shape), fill(op.neutral, out), out)
+
+    return run
+
+
+def _parts(ix: Any) -> list[Iter]:
+    return [p for p in ix.parts if isinstance(p, Iter)] if isinstance(
+        ix, ConcatIndex | MergeIndex) else []
 
 
 def collapse_concats(inferred: Inferred) -> Inferred:
@@ -213,7 +236,6 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
     :func:`~tensig.execution.assignment.lower_assignment`.  ``anchor``: the operand that is
     the operation's own result when another tensor is written (a gradient, ``x.grad =+
     concat(t.grad, y)``): only the phases it takes part in run."""
-    check_windows(inferred)
     answer, inferred = inferred, collapse_concats(inferred)
     layout = inferred.layout
     steps = []
@@ -230,7 +252,7 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
             raise dataclasses.replace(e, spec=e.spec or spec_text(inferred)) from None
         if native is not None and not phase and len(members) == 2:
             step = native(layout, backend, step) or step
-        steps.append(step)
+        steps.append(_neutral(step, op, backend) if _reduces_nothing(layout, members) else step)
     full_shape = tuple(int(u.size) for u in layout[-1])
     meet = operator.add if op.accum == "+" else backend.maximum
 
@@ -251,24 +273,6 @@ def build_plan(inferred: Inferred, op: Operator | Pointwise, backend: Backend,
 def spec_text(inferred: Inferred) -> str:
     """What a lowering error names as the spec: its text, or the logic (``compose``, ...)."""
     return inferred.spec.text if inferred.spec is not None else inferred.logic
-
-
-def check_windows(inferred: Inferred) -> None:
-    """Refuse a window of no cells (a size-0 kernel axis): every output would reduce nothing,
-    over more positions than the input has cells, which no two backends compute alike."""
-    for t, uses in enumerate(inferred.layout[:-1]):
-        for p, u in enumerate(uses):
-            ix = u.index
-            if isinstance(ix, AffineIndex) and ix.kernel is not None and \
-                    int(ix.kernel.size) == 0:
-                k, o = ix.kernel.name or "kernel", ix.over.name or "output"
-                raise ShapeError(
-                    f"the window axis {k!r} has size 0: operand {t}'s axis {p} ({o} over {k}, "
-                    f"{int(u.size)} cells) would have {int(ix.over.size)} windows of no cells",
-                    spec=spec_text(inferred),
-                    operand=t, label=k, sizes=(0, int(u.size)),
-                    hint=f"a convolution or pooling window needs at least one cell: give "
-                         f"{k!r} a size of 1 or more")
 
 
 class Letters(dict[Hashable, str]):

@@ -8,9 +8,11 @@ tell ``3->2`` from ``2,3``.  Arrays travel as NumPy arrays: a file loads into an
 
 Why CRC-32 per tensor (``tensig.crc32.layer1.w``): it detects every single-bit flip and burst
 of up to 32 bits, and was the standard library's fastest hash on 100 MB (0.8 GB/s against 0.4
-for SHA-256, 0.2 for BLAKE2b); it guards against damage, not malice.  A tensor without one
-loads unchecked (the format stays ``"1"``: older readers ignore the entries).  Shape texts must
-match :func:`save`'s canonical form before they are parsed, so a crafted ``9**9**9`` is refused.
+for SHA-256, 0.2 for BLAKE2b); it guards against damage, not malice.  A file without them
+loads unchecked (the format stayed ``"1"``: earlier readers ignore the entries); in one with
+them, a tensor without one is damage (a flipped bit in its key would leave it unchecked).
+Shape texts must match :func:`save`'s canonical form before they are parsed, so a crafted
+``9**9**9`` is refused.
 
 >>> import os, tempfile
 >>> import numpy as np
@@ -54,7 +56,8 @@ from tensig.model.train import Trainer
 
 __all__ = ["FORMAT_VERSION", "CheckpointError", "LoadReport", "load", "save"]
 
-#: The version of the tensig metadata written into a checkpoint's header.
+#: The version of the tensig metadata written into a checkpoint's header: raised with any new
+#: ``tensig.`` key, as load refuses keys it does not know (a damaged key would hide a check).
 FORMAT_VERSION = "1"
 
 _FORMAT_KEY = "tensig.format"
@@ -323,9 +326,8 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
         header = dict(f.metadata() or {})
         keys = list(f.keys())
         version = header.get(_FORMAT_KEY)
-        if version is not None and version != FORMAT_VERSION:
-            raise CheckpointError(shown, [f"tensig checkpoint format {version!r}; this tensig "
-                                          f"reads format {FORMAT_VERSION!r}"])
+        _check_header(shown, header, keys, version)
+        checked = any(k.startswith(_CRC_PREFIX) for k in header)
         problems: list[str] = []
         matched: list[tuple[Any, str, str | None]] = []  # (parameter, target dtype, checksum)
         present = set(keys)
@@ -376,9 +378,12 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
                                 "in the file (casting would lose precision)")
             else:
                 crc = header.get(_CRC_PREFIX + key) if version is not None else None
-                if crc is not None and not _CRC_TEXT.fullmatch(crc):
-                    problems.append(f"{_kind(t)}: the checksum recorded in the header "
-                                    f"({crc!r}) is not 8 hex digits: the file is damaged")
+                bad = (f"the checksum recorded in the header ({crc!r}) is not 8 hex digits"
+                       if crc is not None and not _CRC_TEXT.fullmatch(crc) else
+                       "no checksum is recorded for it, though the file records them"
+                       if crc is None and checked else None)  # (a key's name was damaged)
+                if bad is not None:
+                    problems.append(f"{_kind(t)}: {bad}: the file is damaged")
                     continue
                 matched.append((t, str(target), crc))
         step, skipped, seed = (_count(header, key, what, problems) if version is not None
@@ -413,6 +418,27 @@ def load(params_or_model: Any, path: str | os.PathLike[str], *, strict: bool = T
             if version is None or not k.startswith(_RESERVED_PREFIX)}
     # (a strict load that got here had nothing missing and nothing unexpected)
     return LoadReport(tuple(t.name for t, _ in staged), missing, unexpected, user)
+
+
+def _check_header(shown: str, header: Mapping[str, str], tensors: Iterable[str],
+                  version: str | None) -> None:
+    """tensig's own header keys, first: a damaged one would leave what it guards unchecked (a
+    flipped bit in ``tensig.format`` makes the file foreign, in ``tensig.crc32.w`` leaves ``w``
+    without its checksum)."""
+    ours = sorted(k for k in header if k.startswith(_RESERVED_PREFIX))
+    if version is None and ours:
+        raise CheckpointError(shown, [f"the header has tensig entries (such as {ours[0]!r}) "
+                                      f"but no {_FORMAT_KEY!r}: the file is damaged"])
+    if version is not None and version != FORMAT_VERSION:
+        raise CheckpointError(shown, [f"tensig checkpoint format {version!r}; this tensig "
+                                      f"reads format {FORMAT_VERSION!r}"])
+    known = {_FORMAT_KEY, _STEP_KEY, _SKIPPED_KEY, _SEED_KEY} | {
+        prefix + name for prefix in (_SHAPE_PREFIX, _CRC_PREFIX) for name in tensors}
+    stray = [k for k in ours if k not in known]
+    if stray:
+        raise CheckpointError(shown, [f"the header has {k!r}, which this tensig does not write "
+                                      "for this file's tensors: the file is damaged (or from a "
+                                      "newer tensig)" for k in stray])
 
 
 def _order_text(trainer: Trainer) -> str:

@@ -306,8 +306,12 @@ def _contraction(src: _Source, a: Assign, bufs: list[Buf], keys: list[tuple[int,
     bare_id = e.op == "id" and len(e.args) == 1 and isinstance(e.args[0], Buf)
     if not (bare_product or bare_id) or a.accum not in ("+", None):
         return None
-    if all(lab in lhs_order for lb in arg_labels for lab in lb if isinstance(lab, str)):
+    summed_labels = {lab for lb in arg_labels for lab in lb if isinstance(lab, str)} - set(
+        lhs_order)
+    if not summed_labels:
         return None  # nothing summed: an elementwise product is cheaper than a matmul
+    if any(sizes[lab] == 0 for lab in summed_labels):
+        return None  # a sum of no terms: 0 from the empty product space, even beside inf
     letters = Letters()
     idx = [keys.index(x.key) for x in e.args]
     subs = ",".join("".join(letters[x] for x in arg_labels[i] if isinstance(x, str))

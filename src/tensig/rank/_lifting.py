@@ -144,11 +144,16 @@ class Lifted:
                [2., 2.]]))
         """
         new = self._ranks_from(ranks, named)
-        if new == self.ranks:
+        relative = any(r is not None and r < 0 for r in self.ranks)  # splits again in a cell
+        if new == self.ranks and not relative:
             return self
-        if not all(r is None or n == r for r, n in zip(self.ranks, new, strict=True)) or any(
-                r is not None and r < 0 for r in self.ranks):
+        if relative or not all(r is None or n == r for r, n in zip(self.ranks, new, strict=True)):
             return _eta_expand(self, new)
+        return self._pinned(new)
+
+    def _pinned(self, new: tuple[Rank, ...]) -> Lifted:
+        """The function itself at ranks ``new`` (no eta-expansion): a whole or complementary
+        rank made the cell rank it resolves to in a given cell."""
         misfit = next(((i, p, r) for i, p, r in zip(self.arrays, self.cell_types, new,
                                                     strict=True) if not _fits(p, r)), None)
         if misfit is not None and not self.retypable:
@@ -214,9 +219,9 @@ def _eta_expand(inner: Lifted, new: tuple[Rank, ...]) -> Lifted:
                       for k in whole)
         f = pinned.get(ranks)
         if f is None:
-            f = pinned[ranks] = inner.rerank(**{
-                inner.type.param_name(inner.arrays[k]): r
-                for k, r in zip(whole, ranks, strict=True)})
+            at = dict(zip(whole, ranks, strict=True))
+            f = pinned[ranks] = inner._pinned(tuple(at.get(k, r) for k, r in
+                                                    enumerate(inner.ranks)))
         return f(*args)
 
     return Lifted(inner, ftype, new, inner=inner, batched=batched, dtype=inner.dtype)

@@ -64,6 +64,8 @@ def _prepare(lf: Any, args: Sequence[Any], backend: Backend) -> Plan:
     arrays = [args[i] for i in lf.arrays]
     frames, cells, frame = _split(lf, [tuple(a.shape) for a in arrays])
     matcher, declared, sigma = _typecheck(lf, cells, args)
+    if lf.inner is not None:  # checked even for an empty frame, where it never runs
+        _inner_type(lf, args, cells)
     _check_elems(lf, arrays)
     if lf.ufunc is not None:
         _check_atoms(lf, [a.dtype for a in arrays if not _is_object(a)])
@@ -163,7 +165,7 @@ def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
     frames = tuple(_merge(lf, [None] * len(lf.type.params), [ShapeIndex(f) for f in real]))
     result = m.result()
     if lf.inner is not None:  # an eta-expansion's result cell: the inner function's result
-        result = lf.inner.typeof(*_merge(lf, args, [cells[i] for i in lf.arrays])).result
+        result = _inner_type(lf, args, [cells[i] for i in lf.arrays]).result
     elems = {i: _elem_of(args[i], lf.type.params[i]) for i in lf.arrays}
     if lf.ufunc is not None:
         result = _ufunc_result(lf, result, [args[i] for i in lf.arrays])
@@ -172,6 +174,12 @@ def _typeof_call(lf: Any, args: Sequence[Any]) -> Instance:
                     _elem_result(lf, result, elems), MappingProxyType(m.public(m.dims)),
                     MappingProxyType(m.public(m.shapes)), tuple(m.conditions),
                     lf.type.names)
+
+
+def _inner_type(lf: Any, args: Sequence[Any], cells: Sequence[Any]) -> Instance:
+    """An eta-expansion's inner function typed at the new cells (Remora types the cells, not
+    the data: a cell too small for the inner function is an error even with no cells)."""
+    return lf.inner.typeof(*_merge(lf, args, cells))
 
 
 def _ufunc_result(lf: Any, result: Arr | Sigma | None, args: Sequence[Any]
