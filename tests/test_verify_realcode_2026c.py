@@ -25,33 +25,19 @@ from test_verify_realcode_domains import _arguments, mixes_libraries, returns_de
 from verify_corpus.probe_2026c import (
     ASSUMES,
     CASES,
-    KNOWN_GAPS,
     STOPS,
     random_crops,
     tensor_regression_bug,
 )
-
-HELD = [c for c in CASES if c[0] not in KNOWN_GAPS]
-GAPS = [c for c in CASES if c[0] in KNOWN_GAPS]
 
 
 def test_the_corpus_mixes_the_three_libraries():
     mixes_libraries(CASES, 24, 8)
 
 
-@pytest.mark.parametrize(("name", "good", "bad", "code"), HELD, ids=[c[0] for c in HELD])
+@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
 def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
     pair_holds(name, good, bad, code, ASSUMES, STOPS)
-
-
-@pytest.mark.parametrize(("name", "good", "bad", "code"), GAPS or [("none", None, None, "")],
-                         ids=[c[0] for c in GAPS] or ["none"])
-def test_a_known_gap_is_still_a_gap(name, good, bad, code):
-    """Fails once verify holds the pair: then move it out of KNOWN_GAPS."""
-    if good is None:
-        pytest.skip("no known gaps")
-    with pytest.raises(AssertionError):
-        pair_holds(name, good, bad, code, ASSUMES, STOPS)
 
 
 @pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])

@@ -3,9 +3,7 @@ probe_domains_2026b.py): diffusion schedules and samplers, U-Net time embeddings
 extractor, DLRM, GNN aggregation, PPO and GAE, Swin windows, MoE routing, Perceiver latents,
 selective scans, RWKV, segmentation losses, cost volumes, k-means++, PCA, Kalman steps and JAX
 RNNs, in NumPy, PyTorch and JAX.  Each pair is a correct function and a twin with one planted
-bug; an oracle runs each correct one on real arrays of its own library.  The pairs in
-``KNOWN_GAPS`` are what verify does not yet hold: the test says they still fail, so the list
-stays honest when one is fixed."""
+bug; an oracle runs each correct one on real arrays of its own library."""
 
 from __future__ import annotations
 
@@ -19,29 +17,16 @@ from arrays import clean, kinds, pair_holds
 from tensig import Float, Int
 from tensig.check.verify import verify
 from test_verify_realcode_domains import mixes_libraries, returns_declared
-from verify_corpus.probe_domains_2026b import ASSUMES, CASES, KNOWN_GAPS, STOPS
-
-HELD = [c for c in CASES if c[0] not in KNOWN_GAPS]
-GAPS = [c for c in CASES if c[0] in KNOWN_GAPS]
+from verify_corpus.probe_domains_2026b import ASSUMES, CASES, STOPS
 
 
 def test_the_corpus_is_large_and_mixes_the_three_libraries():
     mixes_libraries(CASES, 60, 12)
 
 
-@pytest.mark.parametrize(("name", "good", "bad", "code"), HELD, ids=[c[0] for c in HELD])
+@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
 def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
     pair_holds(name, good, bad, code, ASSUMES, STOPS)
-
-
-@pytest.mark.parametrize(("name", "good", "bad", "code"), GAPS or [("none", None, None, "")],
-                         ids=[c[0] for c in GAPS] or ["none"])
-def test_a_known_gap_is_still_a_gap(name, good, bad, code):
-    """Fails once verify holds the pair: then move it out of KNOWN_GAPS."""
-    if good is None:
-        pytest.skip("no known gaps")
-    with pytest.raises(AssertionError):
-        pair_holds(name, good, bad, code, ASSUMES, STOPS)
 
 
 @pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])

@@ -17,7 +17,7 @@ ODE under ``fori_loop``, SigLIP's pairwise sigmoid loss and random crops by
 
 Each case is ``(name, correct, buggy, finding code)``; the buggy twin differs by one realistic
 bug marked ``# BUG``.  ``tests/test_verify_realcode_2026c.py`` asserts that each correct one
-verifies and each buggy one reports its code, except the pairs in :data:`KNOWN_GAPS`.
+verifies and each buggy one reports its code.
 """
 
 from __future__ import annotations
@@ -703,5 +703,3 @@ STOPS = {"fold overlap-add"}
 # correct code that needs a size at least some constant: the one warning
 ASSUMES: dict[str, str] = {"top-k sparsify": "assumes 4 <= D",
                            "dynamic_slice crops": "assumes 8 <= X"}
-# pairs tensig does not yet hold (a false alarm, a crash or a bug missed): each says why
-KNOWN_GAPS: dict[str, str] = {}

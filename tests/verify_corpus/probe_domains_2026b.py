@@ -8,8 +8,7 @@ patching): written for this corpus, nothing copied.
 
 Each case is ``(name, correct, buggy, finding code)``; the buggy twin differs by one realistic
 bug marked ``# BUG``.  ``tests/test_verify_realcode_domains_b.py`` asserts that each correct one
-verifies with no finding or note and each buggy one reports its code, except the pairs in
-:data:`KNOWN_GAPS`, which it asserts are still gaps.
+verifies with no finding or note and each buggy one reports its code.
 """
 
 from __future__ import annotations
@@ -1421,5 +1420,3 @@ ASSUMES = {"jax top-2 moe": "assumes 2 <= E", "pca by svd": "assumes 2 <= ",
            "gumbel top-k": "assumes 3 <= V", "cleanrl minibatches": "assumes B // 4 >= 1",
            # two 2x2 poolings: torch refuses H or W below 4 (the first pooling's 2 is said too)
            "raft correlation pyramid": "assumes 4 <= H"}
-# pairs tensig does not yet hold (a false alarm, a crash or a bug missed): each says why
-KNOWN_GAPS: dict[str, str] = {}
