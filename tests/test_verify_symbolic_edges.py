@@ -1241,3 +1241,29 @@ def test_a_fitted_op_of_a_quotient_of_sizes_is_not_fitted_apart_from_them():
             assert _padded_to_pieces(np.ones(T), np.ones(S)).shape == (-(-T // S), S)
     r = verify(_padded_to_pieces)
     assert not r.errors and not r.complete and "numpy.pad" in r.notes[0], str(r)
+
+
+def _whole_pieces(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]) -> np.ndarray:
+    T, S = x.shape[0], y.shape[0]
+    return x[: T // S * S].reshape(T // S, S) + y  # the whole pieces of S, the rest dropped
+
+
+def _one_piece_more(x: Float[np.ndarray, "T"], y: Float[np.ndarray, "S"]) -> np.ndarray:
+    T, S = x.shape[0], y.shape[0]
+    return x[: (T // S + 1) * S].reshape(T // S + 1, S) + y  # BUG: S*(T // S + 1) > T
+
+
+def test_a_floor_division_by_a_size_bounds_its_numerator():
+    """``T // S`` is a fresh size that nothing tied to ``T`` and ``S``: ``x[: T // S * S]`` was
+    said to assume ``S*(T // S) <= T``, which holds at every size.  The quotient's floor
+    facts (``S*(T // S) <= T < S*(T // S + 1)``) decide the slice: no warning, and a slice
+    past ``T`` at every size an error.  Oracle: NumPy at every T, S up to 9 (T < S too)."""
+    for T in range(1, 10):
+        for S in range(1, 10):
+            assert _whole_pieces(np.ones(T), np.ones(S)).shape == (T // S, S)
+            with pytest.raises(ValueError):
+                _one_piece_more(np.ones(T), np.ones(S))
+    r = verify(_whole_pieces)
+    assert clean(r) and r.complete, str(r)
+    r = verify(_one_piece_more)
+    assert "index" in kinds(r) and "assumes" not in str(r), str(r)

@@ -17,6 +17,7 @@ from tensig.check.sym_sizes import (
     _assume,
     _holds,
     _LoopInt,
+    _positive,
     as_dim,
 )
 from tensig.check.tracing import tracer
@@ -114,15 +115,17 @@ def _from_end(size: Dim, bound: Dim, start: bool = False) -> Dim:
 def at_most(a: Dim, b: Dim, kind: str, error: str, why: str | None, strict: bool = False
             ) -> bool:
     """Whether ``a <= b`` (``a < b``, ``strict``): on canonical forms (failing, an ``error`` of
-    ``kind``), else assumed."""
-    tracer().positive.add(b - a + (0 if strict else 1))  # true below, or assumed
+    ``kind``), else from the sizes known positive (``S*(T // S) <= T``), else assumed."""
+    positive, fact = tracer().positive, b - a + (0 if strict else 1)
     try:
-        if a < b if strict else a <= b:
-            return True
-    except InconclusiveError:
-        _assume(f"{a} {'<' if strict else '<='} {b}", True, why)
+        holds = a < b if strict else a <= b
+    except InconclusiveError:  # 1 - fact: a > b (a >= b, strict), false at every size
+        holds = not _positive(1 - fact, positive)
+        if holds and not _positive(fact, positive):
+            _assume(f"{a} {'<' if strict else '<='} {b}", True, why)
+    if holds:
+        positive.add(fact)  # true, or assumed
         return True
-    tracer().positive.discard(b - a + (0 if strict else 1))
     tracer().report(kind, error)
     return False
 

@@ -229,7 +229,8 @@ def quotient(n: Dim, d: Dim) -> Dim:
     if ("//", n, d) not in t.min_dims:  # the witness's quotient, in the range assumed
         at = max(t.value(n), 0) // max(t.value(d), 1)
         named = f"{n}_over_{d}_" if f"{n}{d}".isidentifier() else "q"  # T_over_S_1 - 1
-        t.min_dims[("//", n, d)] = t.new_dim(named, at + 1) - 1
+        q = t.min_dims[("//", n, d)] = t.new_dim(named, at + 1) - 1
+        t.positive |= {n - d * q + 1, d * (q + 1) - n}  # d*q <= n < d*(q + 1), the floor's
     return t.min_dims[("//", n, d)]
 
 
@@ -640,9 +641,11 @@ def nonzero_size(d: Dim, why: str) -> bool:
 
 def _positive(d: Dim, facts: set[Dim]) -> bool:
     """Whether ``d`` is at least 1 canonically or as a known-positive size times such a
-    product (``N*(H - K + 1)**2`` where ``H - K + 1`` is: a fact may divide twice)."""
+    product (``N*(H - K + 1)**2`` where ``H - K + 1`` is: a fact may divide twice), or plus
+    a size at least 0 (``T - S*(T // S) + 2``)."""
     return _holds(operator.ge, d, ONE) or any(  # each quotient of lower degree: it ends
-        (q := exact_quotient(d, f)) is not None and _positive(q, facts)
+        _holds(operator.ge, d, f) or ((q := exact_quotient(d, f)) is not None and
+                                      _positive(q, facts))
         for f in facts if f.constant is None and f.symbols <= d.symbols)  # only d's own
 
 
