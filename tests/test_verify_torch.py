@@ -791,3 +791,33 @@ def test_stft_signature_and_window_length_checked():
         torch.stft(torch.ones(1000), 400)
     r = verify(lambda x: torch.stft(x, 400), "L => 201, T")
     assert "op-shape" in kinds(r) and "requires return_complex" in str(r), str(r)
+
+
+_NOISY = {"randn_like": lambda r: r + torch.randn_like(r),
+          "dropout": lambda r: F.dropout(r, 0.5, training=True),
+          "nn.Dropout": nn.Dropout(0.1).train()}
+_QUIET = {"eval dropout": nn.Dropout(0.1).eval(), "p = 0": lambda r: F.dropout(r, 0.0)}
+
+
+def test_a_random_op_under_torch_vmap_needs_its_randomness():
+    """torch.vmap's randomness is "error" by default: a random op inside raises at every size
+    (``randn_like``, a dropout while training), where verify found nothing.  "different" and
+    "same" draw; an eval dropout or p = 0 draws nothing.  Oracle: torch at two sizes."""
+    for name, f in {**_NOISY, **_QUIET}.items():
+        for mode in ("error", "different", "same"):
+            def g(x: Float[torch.Tensor, "B D"], f=f, mode=mode) -> Float[torch.Tensor, "B D"]:
+                return torch.vmap(f, randomness=mode)(x)
+
+            raises = mode == "error" and name in _NOISY
+            for shape in ((4, 3), (2, 5)):
+                try:
+                    assert g(torch.ones(shape)).shape == shape
+                except RuntimeError as e:
+                    assert raises and "randomness error mode" in str(e), (name, mode, e)
+                else:
+                    assert not raises, (name, mode)
+            r = verify(g)
+            assert (kinds(r) == ["op-shape"] and "random operation" in str(r)) if raises \
+                else clean(r), (name, mode, str(r))
+    r = verify(lambda x: torch.vmap(lambda r: r * torch.rand_like(r))(x), "B D => B D")
+    assert kinds(r) == ["op-shape"], str(r)  # the default randomness

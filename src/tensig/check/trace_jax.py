@@ -422,11 +422,18 @@ def _vmap(original: Any) -> Any:
             raise ValueError(f"torch.vmap takes in_dims as an int or a tuple, randomness "
                              f"'error', 'different' or 'same': {in_axes}, {randomness}")
 
+        refused = randomness == "error" and not _jax_own(original)  # torch's default
+
         @functools.wraps(fun)
         def batched(*args: Any, **kwargs: Any) -> Any:
             if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kwargs)):
-                tracer().used_jax |= _jax_own(original)  # torch.vmap's is torch code
-                return sym_vmap(fun, in_axes, out_axes, args, kwargs)
+                t = tracer()
+                t.used_jax |= _jax_own(original)  # torch.vmap's is torch code
+                t.random_refused += refused
+                try:
+                    return sym_vmap(fun, in_axes, out_axes, args, kwargs)
+                finally:
+                    t.random_refused -= refused
             return original(fun, *a, **kw)(*args, **kwargs)
         return batched
     return vmap

@@ -456,6 +456,8 @@ class SymArray:
         if name.endswith("_") and not name.endswith("__") and args:  # torch's in place
             tracer().written(args[0])
             write_shared(args[0], name)
+        if name in _DRAWS and tracer().random_refused:
+            _refused_draw(name, args, kwargs)
         impl = TORCH.get(name)
         if impl is None:  # torch's long tail: by hand, a SymArray method, or fitted on meta
             return plugin("torch_dispatch")(func, tuple(args), kwargs)
@@ -463,6 +465,25 @@ class SymArray:
 
 
 PLUGINS["torch_function"] = SymArray.__torch_function__  # sym_sizes sits below this module
+
+#: torch's ops on a tensor that draw (a dropout where training, with p > 0)
+_DRAWN = """rand_like randn_like randint_like bernoulli bernoulli_ multinomial normal normal_
+poisson uniform_ exponential_ geometric_ cauchy_ log_normal_ random_ dropout dropout1d dropout2d
+dropout3d alpha_dropout feature_alpha_dropout feature_dropout"""
+_DRAWS = frozenset(_DRAWN.split())
+
+
+def _refused_draw(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    """A random op under a torch.vmap whose randomness is "error" (its default), which torch
+    raises on at every size (trace_jax._vmap counts them: Tracer.random_refused)."""
+    if "dropout" in name:  # F.dropout(x, p, training); torch.dropout(x, p, train)
+        p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+        if not p or not kwargs.get("training", kwargs.get("train", args[2] if len(args) > 2
+                                                          else True)):
+            return
+    tracer().report("op-shape", f"torch.{name} under torch.vmap: vmap: called random operation "
+                    "while in randomness error mode (torch.vmap's randomness='different' or "
+                    "'same' allows it)")
 
 
 class _Size(SymSize):

@@ -126,6 +126,8 @@ class Tracer:
     #: sizes at least 1 wherever the assumptions hold (``H - K + 1`` after ``K <= H``), see
     #: sym_sizes.nonzero_size: a product of them is no size that can be 0
     positive: set[Dim] = field(default_factory=set)
+    #: torch.vmap calls running whose randomness is "error": a random op there raises
+    random_refused: int = 0
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
