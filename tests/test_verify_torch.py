@@ -795,7 +795,7 @@ def test_stft_signature_and_window_length_checked():
 
 _NOISY = {"randn_like": lambda r: r + torch.randn_like(r),
           "dropout": lambda r: F.dropout(r, 0.5, training=True),
-          "nn.Dropout": nn.Dropout(0.1).train()}
+          "nn.Dropout": nn.Dropout(0.1).train(), "uniform_": lambda r: r.clone().uniform_()}
 _QUIET = {"eval dropout": nn.Dropout(0.1).eval(), "p = 0": lambda r: F.dropout(r, 0.0)}
 
 

@@ -214,6 +214,8 @@ class SymArray:
         if name.endswith("_"):  # torch's in-place methods (``m.logical_and_(k)``)
             tracer().written(self)
             write_shared(self, name)
+        if name in _DRAWS and tracer().random_refused:  # x.uniform_(), x.bernoulli()
+            _refused_draw(name, (self,), {})
         return plugin("torch_attribute")(self, name)
 
     @property
