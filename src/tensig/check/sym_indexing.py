@@ -116,15 +116,16 @@ def at_most(a: Dim, b: Dim, kind: str, error: str, why: str | None, strict: bool
             ) -> bool:
     """Whether ``a <= b`` (``a < b``, ``strict``): on canonical forms (failing, an ``error`` of
     ``kind``), else from the sizes known positive (``S*(T // S) <= T``), else assumed."""
-    positive, fact = tracer().positive, b - a + (0 if strict else 1)
+    t, fact = tracer(), b - a + (0 if strict else 1)
     try:
         holds = a < b if strict else a <= b
-    except InconclusiveError:  # 1 - fact: a > b (a >= b, strict), false at every size
-        holds = not _positive(1 - fact, positive)
-        if holds and not _positive(fact, positive):
+    except InconclusiveError:  # 1 - fact >= 1: a > b (a >= b, strict), false at every size
+        floors = t.quotient_facts  # only these: searching every fact was quadratic in loops
+        holds = not (floors and _positive(1 - fact, floors))
+        if holds and not (floors and _positive(fact, floors)):
             _assume(f"{a} {'<' if strict else '<='} {b}", True, why)
     if holds:
-        positive.add(fact)  # true, or assumed
+        t.positive.add(fact)  # true, or assumed
         return True
     tracer().report(kind, error)
     return False

@@ -230,7 +230,9 @@ def quotient(n: Dim, d: Dim) -> Dim:
         at = max(t.value(n), 0) // max(t.value(d), 1)
         named = f"{n}_over_{d}_" if f"{n}{d}".isidentifier() else "q"  # T_over_S_1 - 1
         q = t.min_dims[("//", n, d)] = t.new_dim(named, at + 1) - 1
-        t.positive |= {n - d * q + 1, d * (q + 1) - n}  # d*q <= n < d*(q + 1), the floor's
+        floor = {n - d * q + 1, d * (q + 1) - n}  # d*q <= n < d*(q + 1), the floor's
+        t.positive |= floor
+        t.quotient_facts |= floor
     return t.min_dims[("//", n, d)]
 
 

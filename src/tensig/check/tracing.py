@@ -126,6 +126,9 @@ class Tracer:
     #: sizes at least 1 wherever the assumptions hold (``H - K + 1`` after ``K <= H``), see
     #: sym_sizes.nonzero_size: a product of them is no size that can be 0
     positive: set[Dim] = field(default_factory=set)
+    #: the facts of each floor division by a size (``S*(T // S) <= T < S*(T // S + 1)``), which
+    #: sym_indexing.at_most searches where the algebra cannot decide
+    quotient_facts: set[Dim] = field(default_factory=set)
     #: torch.vmap calls running whose randomness is "error": a random op there raises
     random_refused: int = 0
 
