@@ -674,8 +674,9 @@ def func_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     for name, make in makers.items():
         f = getattr(torch.func, name)
         f = getattr(f, "__wrapped__", f)
-        models[id(f)] = models[id(_func_model(make, f))] = _func_model(make, f)
-        out.append((torch.func, name, models[id(f)]))
+        model = models[id(f)] = _func_model(make, f)
+        models[id(model)] = model
+        out.append((torch.func, name, model))
     out.append((torch, "vmap", out[0][2]))
     namespace = getattr(fn, "__globals__", None)
     if isinstance(namespace, dict):
