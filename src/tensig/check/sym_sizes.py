@@ -28,7 +28,7 @@ from tensig.core.dims import Dim, exact_quotient
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["ONE", "Drawn", "DrawnSize", "Square", "StandIn", "SymFloat", "SymRange", "SymSize",
-           "as_dim", "require_divisible", "sym_max", "sym_min", "sym_range", "sym_sqrt"]
+           "as_dim", "decide", "require_divisible", "sym_max", "sym_min", "sym_range", "sym_sqrt"]
 
 ONE = Dim.const(1)
 
@@ -119,9 +119,9 @@ class SymFloat(float):
             return NotImplemented
         witness = fn(float(self), float(other))
         if findings.user_code(sys._getframe(1).f_code.co_filename):
-            _assume(f"{float(self)!r} {name} {getattr(other, 'dim', other)}", witness, "a "
-                    "number computed from sizes with a float (its value at the witness sizes), "
-                    "compared there only")
+            return decide(f"{float(self)!r} {name} {getattr(other, 'dim', other)}", witness,
+                          why="a number computed from sizes with a float (its value at the "
+                              "witness sizes), compared there only")
         return witness
 
     __lt__ = functools.partialmethod(_cmp, name="<", fn=operator.lt)
@@ -292,7 +292,8 @@ class SymSize:
     def __repr__(self) -> str:
         return f"SymSize({self.dim})"
 
-    __str__ = __repr__
+    def __str__(self) -> str:  # the user's f"got {x.shape[-1]}": "got D"
+        return str(self.dim)
 
     def __hash__(self) -> int:
         return hash(self.dim)
@@ -374,8 +375,7 @@ class SymSize:
             witness = fn(tracer().value(a), tracer().value(b))
             if _near_end(a, other) or _numbered(self, other):
                 return witness  # a first-half loop step against the loop's end (see _LoopInt)
-            _assume(f"{a} {name} {b}", witness)
-            return witness
+            return decide(f"{a} {name} {b}", witness, (a, name, b))
 
     def __eq__(self, o: Any) -> bool:
         if isinstance(o, float) and not isinstance(o, SymFloat):
@@ -649,6 +649,25 @@ def _positive(d: Dim, facts: set[Dim]) -> bool:
         _holds(operator.ge, d, f) or ((q := exact_quotient(d, f)) is not None and
                                       _positive(q, facts))
         for f in facts if f.constant is None and f.symbols <= d.symbols)  # only d's own
+
+
+def decide(text: str, witness: bool, sides: tuple[Dim, str, Dim] | None = None,
+           why: str | None = None) -> bool:
+    """A condition the sizes do not decide: taken at the witness, an assumption, or as a
+    re-trace forces it (:mod:`tensig.check.guards`: the witness's side reached a user's
+    ``raise``), alike wherever the same condition is asked.  Forced to say a remainder is 0
+    (``D % 4 == 0``), that division is required (:meth:`Tracer.divisible`)."""
+    t = tracer()
+    if text not in t.forced:
+        t.guesses.pop(text, None)  # the latest last
+        t.guesses[text] = (witness, t.where(), sides)
+        _assume(text, witness, why)
+        return witness
+    value, why = t.forced[text]
+    if not (sides and sides[1] in ("==", "!=") and value == (sides[1] == "==")
+            and t.divisible(sides[0] - sides[2], f": {why}")):
+        _assume(text, value, why)
+    return value
 
 
 def _assume(text: str, witness: bool, why: str | None = None) -> None:

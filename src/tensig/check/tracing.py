@@ -131,6 +131,12 @@ class Tracer:
     quotient_facts: set[Dim] = field(default_factory=set)
     #: torch.vmap calls running whose randomness is "error": a random op there raises
     random_refused: int = 0
+    #: the conditions the witnesses decided (sym_sizes.decide), the latest last: text -> (its
+    #: value, its line, its sides); a re-trace forces one to its other side (check/guards.py)
+    guesses: dict[str, tuple[bool, Where, Any]] = field(default_factory=dict)
+    forced: dict[str, tuple[bool, str]] = field(default_factory=dict)  # text -> (value, why)
+    raised: tuple[str, Where] | None = None  # the user's raise that ended the trace
+    required: set[str] = field(default_factory=set)  # see requirement
 
     def equal_under_assumptions(self, a: Dim, b: Dim) -> bool:
         """``a == b`` canonically, or at every size where the divisions assumed exact in
@@ -157,11 +163,37 @@ class Tracer:
         said once, where it is first relied on, as a floor's (:meth:`rely`)."""
         for (n, d), q in self.quotients().items():
             if q.symbols & diff.symbols and exact_quotient(diff, n - d * q) is not None:
-                said = f"requires {n} divisible by {d}"
-                if all(f.message != said for f in self.findings):
-                    self.report("assumption", said)
+                self.requirement(n, d)
                 return True
         return False
+
+    def remainder(self, diff: Dim) -> tuple[Dim, Any] | None:
+        """The division ``(n, d)`` of which ``diff`` is the remainder times a number (``D % 4``;
+        ``D - H*(D // H)`` of a size ``H``): ``diff == 0`` says it is exact."""
+        ((monomial, c),) = diff.terms.items() if len(diff.terms) == 1 else (((), 0),)
+        if c and len(monomial) == 1 and monomial[0][1] == 1 and isinstance(monomial[0][0], Mod):
+            return monomial[0][0].numerator, monomial[0][0].divisor
+        return next(((n, d) for (n, d), q in self.quotients().items() if q.symbols & diff.symbols
+                     and (exact_quotient(diff, n - d * q) or Dim.const(0)).constant), None)
+
+    def divisible(self, diff: Dim, why: str) -> bool:
+        """Whether ``diff == 0``, forced true (a guard ``assert D % 4 == 0``), says a division
+        is exact (:meth:`remainder`): then it is required (``why``), and by a number assumed
+        exact, so a later ``D // 4`` is too (:meth:`assumption_env`)."""
+        division = self.remainder(diff)
+        if division is not None:
+            self.requirement(*division, why=why)
+            if isinstance(division[1], int):
+                self.require(*division)
+        return division is not None
+
+    def requirement(self, p: Dim, k: Any, where: Where | None = None, why: str = "") -> None:
+        """Report ``requires p divisible by k`` once per trace, at the first line that needs it:
+        each head's ``D // H`` after it needs no other warning."""
+        said = f"requires {p} divisible by {k}"
+        if said not in self.required:
+            self.required.add(said)
+            self.report("assumption", said + why, where)
 
     def quotients(self) -> dict[tuple[Dim, Dim], Dim]:
         """The floor divisions by a symbolic size made so far (sym_sizes.quotient): ``(n, d)``
@@ -176,7 +208,7 @@ class Tracer:
             self.divisors.append((p, k))
             self.exact |= divisions(p // k)
         if not floor:
-            self.report("assumption", f"requires {p} divisible by {k}")
+            self.requirement(p, k)
         elif (p, k, where := self.where()) not in self.floors:  # reported at the ``//``'s line
             self.floors.append((p, k, where))
 
@@ -188,7 +220,7 @@ class Tracer:
         for p, k, where in list(self.floors):
             if divisions(p // k) & used:
                 self.floors.remove((p, k, where))
-                self.report("assumption", f"requires {p} divisible by {k}", where)
+                self.requirement(p, k, where)
 
     def unit(self) -> int:
         """The least common multiple of the divisions assumed exact: a step between sizes

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from tensig.check import findings, sym_functions, sym_sizes, trace_einops, trace_jax, tracing
+from tensig.check import (findings, guards, sym_functions, sym_sizes, trace_einops, trace_jax,
+                          tracing)
 from tensig.check import tracer as S
 from tensig.check.size_fit import named
 from tensig.check.trace_numpy import CREATION_EXTRA, NUMPY_EXTRA, SCIPY, library_targets
@@ -379,8 +380,10 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
                             "(--timeout; traces run one at a time)")
         return report
     try:
-        with _time_limit(timeout):
-            _verify_traced(fn, sig, report, torch_style)
+        with _time_limit(timeout):  # traced again past the user's guards (check/guards.py)
+            report = guards.retraced(lambda s, forced: _verify_traced(
+                fn, s, report if s is sig and not forced else dataclasses.replace(
+                    report, signature=s, findings=[], notes=[]), torch_style, forced), sig)
     except tracing.TraceLimit as e:
         report.notes.append(f"verification stopped: {e}")
     except sym_sizes.Square as e:
@@ -505,8 +508,9 @@ def _unsafe_to_stop(frame: Any) -> bool:
 
 
 def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
-                   torch_style: bool | None) -> None:
-    tracer = tracing.Tracer(_witnesses(sig.symbols))
+                   torch_style: bool | None, forced: dict[str, tuple[bool, str]]
+                   ) -> tuple[Report, tracing.Tracer]:
+    tracer = tracing.Tracer(_witnesses(sig.symbols), forced=forced)
     token = tracing._TRACER.set(tracer)
     style = tracing._TORCH_STYLE.set(_style(fn) if torch_style is None else torch_style)
     try:
@@ -536,6 +540,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                 what = "einops rejected the operands (reported above)" if \
                     trace_einops.reported(e, (file, line)) else f"{type(e).__name__}: {e}"
                 report.notes.append(f"verification stopped{where}: {what}")
+                tracer.raised = guards.user_raise(e)
         if out is not None:
             report.result = _result_dims(out)
             _check_result(report, sig, tracer)
@@ -549,6 +554,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
         report.findings = list(tracer.findings)
         tracing._TRACER.reset(token)
         tracing._TORCH_STYLE.reset(style)
+    return report, tracer
 
 
 def _in_jax(filename: str) -> bool:

@@ -1,0 +1,98 @@
+"""Guards: a shape check the user's code makes and raises on (``assert D % H == 0``, ``if
+x.shape[-1] != self.dim: raise ValueError``, ``assert H == W``).
+
+Verify decides a condition the sizes do not decide at the witnesses (distinct primes), which
+no guard accepts: no prime is divisible by 4 and no two are equal, so the trace took the
+raising side and stopped there.  Where a trace ends in the user's own ``raise`` (or
+``assert``) after such decisions, :func:`retraced` traces again with the latest one forced to
+its other side, keyed by its text so that it decides alike wherever it is asked
+(:func:`tensig.check.sym_sizes.decide`), a few times at most.  An equality forced true is
+substituted into the signature instead (``W`` as ``H``, ``D`` as 64), as verify's squares are:
+``x @ w`` of a ``[64, 64]`` weight then checks.  The assumption is reported as what the code
+requires (``requires D divisible by 4: the code raises AssertionError otherwise``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import dis
+import os
+from collections.abc import Callable
+from typing import Any
+
+from tensig.check import findings, tracing
+
+__all__ = ["TRIES", "retraced", "user_raise"]
+
+TRIES = 4  # re-traces at most, after the first trace (all within verify's time limit)
+
+
+def user_raise(e: BaseException) -> tuple[str, tracing.Where] | None:
+    """The exception's type and line where the user's code raised it itself (a ``raise``
+    statement or an ``assert``: the innermost frame is the user's, at a ``RAISE_VARARGS``);
+    None for one a library raised (an operation that rejects its operands: a finding)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or not findings.user_code(tb.tb_frame.f_code.co_filename):
+        return None
+    code = tb.tb_frame.f_code
+    if not any(i.offset == tb.tb_lasti and i.opname == "RAISE_VARARGS"
+               for i in dis.get_instructions(code)):
+        return None
+    return type(e).__name__, (code.co_filename, tb.tb_lineno)
+
+
+def _solved(sig: Any, diff: Any) -> tuple[Any, str] | None:
+    """The signature with ``diff == 0`` solved for one of its symbols, the last first (``H ==
+    W``: ``W`` as ``H``), in its other symbols and numbers only; and the substitution in
+    words.  None where no symbol solves."""
+    for name in reversed([s for s in sig.symbols if s in diff.symbols]):
+        try:
+            value, conditions = diff.solve_for(name)
+        except ValueError:
+            continue
+        if conditions or not value.symbols <= set(sig.symbols) - {name}:
+            continue
+        sub = {name: value}
+        return dataclasses.replace(
+            sig, args=tuple(tuple(x.subs(sub) for x in a) for a in sig.args),
+            results=sig.results and tuple(tuple(x.subs(sub) for x in r) for r in sig.results),
+            symbols=tuple(s for s in sig.symbols if s != name)), f"{name} = {value}"
+    return None
+
+
+def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, tracing.Tracer]],
+             sig: Any) -> Any:
+    """The report of ``trace(signature, forced)`` (verify's trace of the function), traced
+    again while it stops at a user's raise, with the latest condition decided at the
+    witnesses forced to its other side or, an equality, substituted; at most :data:`TRIES`
+    more times.  Where none gets past the raises, the first report (its note says where it
+    stopped)."""
+    report, tracer = first = trace(sig, {})
+    forced: dict[str, tuple[bool, str]] = {}
+    said: list[tracing.Finding] = []
+    for _ in range(TRIES):
+        flips = [(text, g) for text, g in tracer.guesses.items() if text not in forced]
+        if tracer.raised is None or not report.notes or not flips:
+            break
+        kind, (file, line) = tracer.raised
+        text, (value, where, sides) = flips[-1]
+        why = f"the code raises {kind} otherwise" + ("" if (file, line) == where else
+                                                     f" ({os.path.basename(file or '')}:{line})")
+        if sides and sides[1] in ("==", "!=") and value != (sides[1] == "==") and \
+                tracer.remainder(sides[0] - sides[2]) is None:  # an equality, not D % 4 == 0
+            solved = _solved(sig, sides[0] - sides[2])
+            if solved is None:
+                break  # forced, an equality the algebra would not know: wrong checks after it
+            sig, words = solved
+            cond = f"not ({text})" if value else text
+            said.append(tracing.Finding("assumption", f"assumes {cond}: {why}; verified with "
+                                        f"{words}", *where))
+        else:
+            forced = {**forced, text: (not value, why)}
+        report, tracer = trace(sig, forced)
+    if tracer.raised is not None and report.notes:
+        return first[0]
+    report.findings[:0] = said
+    return report
