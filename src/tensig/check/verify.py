@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from tensig.check import (findings, guards, sym_functions, sym_sizes, trace_einops, trace_jax,
-                          tracing)
+from tensig.check import findings, sym_functions, sym_sizes, trace_einops, trace_jax, tracing
 from tensig.check import tracer as S
+from tensig.check.guards import retraced, user_raise
 from tensig.check.size_fit import named
 from tensig.check.trace_numpy import CREATION_EXTRA, NUMPY_EXTRA, SCIPY, library_targets
 from tensig.check.trace_random import CREATION_RANDOM, sampler_of
@@ -381,7 +381,7 @@ def verify(fn: Callable[..., Any], signature: str | Signature | None = None, *,
         return report
     try:
         with _time_limit(timeout):  # traced again past the user's guards (check/guards.py)
-            report = guards.retraced(lambda s, forced: _verify_traced(
+            report = retraced(lambda s, forced: _verify_traced(
                 fn, s, report if s is sig and not forced else dataclasses.replace(
                     report, signature=s, findings=[], notes=[]), torch_style, forced), sig)
     except tracing.TraceLimit as e:
@@ -540,7 +540,7 @@ def _verify_traced(fn: Callable[..., Any], sig: Signature, report: Report,
                 what = "einops rejected the operands (reported above)" if \
                     trace_einops.reported(e, (file, line)) else f"{type(e).__name__}: {e}"
                 report.notes.append(f"verification stopped{where}: {what}")
-                tracer.raised = guards.user_raise(e)
+                tracer.raised = user_raise(e)
         if out is not None:
             report.result = _result_dims(out)
             _check_result(report, sig, tracer)
