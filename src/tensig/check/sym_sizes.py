@@ -660,8 +660,8 @@ def decide(text: str, witness: bool, sides: tuple[Dim, str, Dim] | None = None,
     t = tracer()
     if text not in t.forced:
         t.guesses.pop(text, None)  # the latest last
-        t.guesses[text] = (witness, t.where(), sides)
-        _assume(text, witness, why)
+        t.guesses[text] = (witness, where := t.where(), sides)
+        _assume(text, witness, why, where)
         return witness
     value, why = t.forced[text]
     if not (sides and sides[1] in ("==", "!=") and value == (sides[1] == "==")
@@ -670,15 +670,15 @@ def decide(text: str, witness: bool, sides: tuple[Dim, str, Dim] | None = None,
     return value
 
 
-def _assume(text: str, witness: bool, why: str | None = None) -> None:
+def _assume(text: str, witness: bool, why: str | None = None, where: Any = None) -> None:
     """A size condition the code branches on: reported as an assumption (a warning)."""
     cond = text if witness else f"not ({text})"
     why = why or "a shape-dependent branch or size condition, traced for one side only"
     t = tracer()
-    key = _NUMBER.sub("#", f"assumes {cond}")
-    if any(_NUMBER.sub("#", c) == key for c in t.assumed.get(t.where(), ())):
+    where, key = where or t.where(), _NUMBER.sub("#", f"assumes {cond}")
+    if any(_NUMBER.sub("#", c) == key for c in t.assumed.get(where, ())):
         return  # once per line and condition: a loop over a witness repeats it, a step apart
-    t.report("assumption", f"assumes {cond}: {why}")
+    t.report("assumption", f"assumes {cond}: {why}", where)
 
 
 _NUMBER = re.compile(r"\b\d+\b")  # what a loop's steps change in a condition ("5 < T")
