@@ -310,3 +310,35 @@ def test_a_library_check_after_a_guard_still_fails_and_the_right_guard_passes_it
     assert not r.errors and not r.notes, str(r)
     assert r.findings[0].message.endswith("verified with C = 4"), str(r)
     assert conv_four(torch.ones(2, 4, 9), torch.ones(5, 4, 3)).shape == (2, 5, 7)
+
+
+def checked_twice(x: Float[np.ndarray, "N D"]) -> Float[np.ndarray, "N 4 D//4"]:
+    assert x.shape[1] % 4 == 0, "D must split into 4 groups"
+    if x.shape[1] % 4 == 0:  # the same condition: decided as the guard was forced
+        return x.reshape(len(x), 4, -1)
+    raise ValueError("unreachable")
+
+
+def test_a_forced_condition_decides_alike_wherever_it_is_asked():
+    r = verify(checked_twice)
+    assert [f.message for f in r] == ["requires D divisible by 4: the code raises "
+                                      "AssertionError otherwise"] and not r.notes, str(r)
+    assert checked_twice(np.ones((3, 8))).shape == (3, 4, 2)
+    with pytest.raises(AssertionError):
+        checked_twice(np.ones((3, 6)))
+
+
+def test_jax_guards_are_traced_past_too():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+
+    def square(x):
+        if x.shape[1] != x.shape[2]:
+            raise ValueError("square only")
+        return x + jnp.swapaxes(x, 1, 2)
+
+    r = verify(square, "B H W => B H W")
+    assert not r.notes and not r.errors and "verified with W = H" in str(r), str(r)
+    assert square(jnp.ones((2, 5, 5))).shape == (2, 5, 5)
+    with pytest.raises(ValueError):
+        square(jnp.ones((2, 5, 4)))

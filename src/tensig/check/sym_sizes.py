@@ -656,11 +656,16 @@ def decide(text: str, witness: bool, sides: tuple[Dim, str, Dim] | None = None,
     """A condition the sizes do not decide: taken at the witness, an assumption, or as a
     re-trace forces it (:mod:`tensig.check.guards`: the witness's side reached a user's
     ``raise``), alike wherever the same condition is asked.  Forced to say a remainder is 0
-    (``D % 4 == 0``), that division is required (:meth:`Tracer.divisible`)."""
-    t = tracer()
+    (``D % 4 == 0``), that division is required (:meth:`Tracer.divisible`).  Only the user's
+    own conditions are forced, never a library's (its code paths have guards of its own)."""
+    t, caller = tracer(), sys._getframe(1)
+    while caller.f_code.co_filename == __file__:  # __bool__ -> _cmp -> decide
+        caller = caller.f_back  # type: ignore[assignment]
     if text not in t.forced:
-        t.guesses.pop(text, None)  # the latest last
-        t.guesses[text] = (witness, where := t.where(), sides)
+        where = t.where()
+        if findings.user_code(caller.f_code.co_filename):
+            t.guesses.pop(text, None)  # the latest last
+            t.guesses[text] = (witness, where, sides)
         _assume(text, witness, why, where)
         return witness
     value, why = t.forced[text]
