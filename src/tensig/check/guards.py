@@ -14,7 +14,6 @@ requires (``requires D divisible by 4: the code raises AssertionError otherwise`
 
 from __future__ import annotations
 
-import dataclasses
 import dis
 import os
 from collections.abc import Callable
@@ -54,11 +53,7 @@ def _solved(sig: Any, diff: Any) -> tuple[Any, str] | None:
             continue
         if conditions or not value.symbols <= set(sig.symbols) - {name}:
             continue
-        sub = {name: value}
-        return dataclasses.replace(
-            sig, args=tuple(tuple(x.subs(sub) for x in a) for a in sig.args),
-            results=sig.results and tuple(tuple(x.subs(sub) for x in r) for r in sig.results),
-            symbols=tuple(s for s in sig.symbols if s != name)), f"{name} = {value}"
+        return sig.subs(name, value), f"{name} = {value}"
     return None
 
 

@@ -99,6 +99,17 @@ class Signature:
         return _signature([s for s, _ in args], results, text, tuple(k for _, k in args))
 
 
+    def subs(self, name: str, value: Dim) -> Signature:
+        """The signature with symbol ``name`` replaced by ``value`` (a square's ``N_root**2``,
+        a guard's ``W`` as ``H``): its new symbols, if any, in ``name``'s place."""
+        new = sorted(value.symbols - set(self.symbols))
+        return dataclasses.replace(
+            self, args=tuple(tuple(x.subs({name: value}) for x in a) for a in self.args),
+            results=self.results and tuple(tuple(x.subs({name: value}) for x in r)
+                                           for r in self.results),
+            symbols=tuple(n for s in self.symbols for n in (new if s == name else [s])))
+
+
 def _operand(text: str, operand: str, offset: int) -> tuple[Any, str]:
     """One operand of a signature string: its shape and its dtype kind."""
     body, colon, dtype = operand.partition(":")
@@ -416,12 +427,8 @@ def _verify_square(fn: Callable[..., Any], sig: Signature, square: sym_sizes.Squ
             value, conditions = (d - root ** 2).solve_for(name)
             if conditions:
                 continue
-            sub = {name: value}
-            squared = dataclasses.replace(
-                sig, args=tuple(tuple(x.subs(sub) for x in a) for a in sig.args),
-                results=sig.results and tuple(tuple(x.subs(sub) for x in r) for r in sig.results),
-                symbols=tuple(str(root) if s == name else s for s in sig.symbols))
-            report = verify(fn, squared, torch_style=torch_style, ignore=ignore, timeout=timeout)
+            report = verify(fn, sig.subs(name, value), torch_style=torch_style, ignore=ignore,
+                            timeout=timeout)
             report.findings.insert(0, tracing.Finding(
                 "assumption", f"assumes {d} is a square, {root}**2 (int(math.sqrt({d})) "
                               "rounds down where it is not)" +
