@@ -68,11 +68,11 @@ def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, trac
     forced: dict[str, tuple[bool, str]] = {}
     said: list[tracing.Finding] = []
     for _ in range(TRIES):
-        flips = [(text, g) for text, g in tracer.guesses.items() if text not in forced]
-        if tracer.raised is None or not report.notes or not flips:
+        text = next((t for t in reversed(tracer.guesses) if t not in forced), None)
+        if tracer.raised is None or not report.notes or text is None:
             break
         kind, (file, line) = tracer.raised
-        text, (value, where, sides) = flips[-1]
+        value, where, sides = tracer.guesses[text]
         why = f"the code raises {kind} otherwise" + ("" if (file, line) == where else
                                                      f" ({os.path.basename(file or '')}:{line})")
         if sides and sides[1] in ("==", "!=") and value != (sides[1] == "==") and \
