@@ -342,3 +342,31 @@ def test_jax_guards_are_traced_past_too():
     assert square(jnp.ones((2, 5, 5))).shape == (2, 5, 5)
     with pytest.raises(ValueError):
         square(jnp.ones((2, 5, 4)))
+
+
+def first_64(x: Float[torch.Tensor, "B D"]) -> Float[torch.Tensor, "B 64"]:
+    """An order guard, then a branch the guard's side decides: ``D > 64`` must not be taken
+    at a witness below 64 (the forced side and the witnesses would disagree)."""
+    if x.shape[1] < 64:
+        raise ValueError(f"need at least 64 features, got {x.shape[1]}")
+    if x.shape[1] > 64:
+        x = x[:, :64]
+    return x
+
+
+def first_64_bug(x: Float[torch.Tensor, "B D"]) -> Float[torch.Tensor, "B 64"]:
+    if x.shape[1] < 64:
+        raise ValueError("need at least 64 features")
+    return x[:, 1:65] + x[:, :1].T  # bug: [B, 64] against [1, B]
+
+
+def test_an_order_guard_is_substituted_so_later_branches_agree_with_it():
+    for d in (64, 65, 100):
+        assert first_64(torch.zeros(3, d)).shape == (3, 64)
+    with pytest.raises(ValueError):
+        first_64(torch.zeros(3, 63))
+    r = verify(first_64)
+    assert not r.errors and not r.notes, str(r)
+    assert "assumes not (D < 64): the code raises ValueError otherwise" in str(r), str(r)
+    assert "verified with D = D_more + 63" in str(r), str(r)
+    assert verify(first_64_bug).errors

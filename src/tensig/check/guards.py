@@ -8,8 +8,10 @@ raising side and stopped there.  Where a trace ends in the user's own ``raise`` 
 its other side, keyed by its text so that it decides alike wherever it is asked
 (:func:`tensig.check.sym_sizes.decide`), a few times at most.  An equality forced true is
 substituted into the signature instead (``W`` as ``H``, ``D`` as 64), as verify's squares are:
-``x @ w`` of a ``[64, 64]`` weight then checks.  The assumption is reported as what the code
-requires (``requires D divisible by 4: the code raises AssertionError otherwise``).
+``x @ w`` of a ``[64, 64]`` weight then checks; so is an order (``D >= 64``: ``D`` as
+``D_more + 63``), whose witnesses would otherwise decide later conditions on its other
+side.  The assumption is reported as what the code requires (``requires D divisible by 4:
+the code raises AssertionError otherwise``).
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from collections.abc import Callable
 from typing import Any
 
 from tensig.check import findings, tracing
+from tensig.core.dims import Dim
+from tensig.core.errors import InconclusiveError
 
 __all__ = ["TRIES", "retraced", "user_raise"]
 
 TRIES = 4  # re-traces at most, after the first trace (all within verify's time limit)
+_ORDER = {"<": (1, 1), "<=": (1, 0), ">": (-1, 1), ">=": (-1, 0)}  # a < b: (b - a) - 1 >= 0
 
 
 def user_raise(e: BaseException) -> tuple[str, tracing.Where] | None:
@@ -42,16 +47,20 @@ def user_raise(e: BaseException) -> tuple[str, tracing.Where] | None:
     return type(e).__name__, (code.co_filename, tb.tb_lineno)
 
 
-def _solved(sig: Any, diff: Any) -> tuple[Any, str] | None:
-    """The signature with ``diff == 0`` solved for one of its symbols, the last first (``H ==
-    W``: ``W`` as ``H``), in its other symbols and numbers only; and the substitution in
-    words.  None where no symbol solves."""
+def _solved(sig: Any, diff: Dim, order: bool) -> tuple[Any, str] | None:
+    """The signature with ``diff == 0`` (``order``: ``diff >= 0``) solved for one of its
+    symbols, the last first (``H == W``: ``W`` as ``H``; ``D >= 64``: ``D`` as ``D_more + 63``,
+    a new size at least 1, so that every later decision at the witnesses is on the forced
+    side), in its other symbols and numbers only; and the substitution in words.  None where
+    no symbol solves."""
     for name in reversed([s for s in sig.symbols if s in diff.symbols]):
+        more = Dim.symbol(f"{name}_more")
         try:
-            value, conditions = diff.solve_for(name)
-        except ValueError:
-            continue
-        if conditions or not value.symbols <= set(sig.symbols) - {name}:
+            value, conditions = (diff - more + 1 if order else diff).solve_for(name)
+            if conditions or not value.symbols <= (set(sig.symbols) - {name}) | \
+                    (more.symbols if order else set()) or (order and not value >= 1):
+                continue
+        except (ValueError, InconclusiveError):
             continue
         return sig.subs(name, value), f"{name} = {value}"
     return None
@@ -75,11 +84,16 @@ def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, trac
         value, where, sides = tracer.guesses[text]
         why = f"the code raises {kind} otherwise" + ("" if (file, line) == where else
                                                      f" ({os.path.basename(file or '')}:{line})")
-        if sides and sides[1] in ("==", "!=") and value != (sides[1] == "==") and \
-                tracer.remainder(sides[0] - sides[2]) is None:  # an equality, not D % 4 == 0
-            solved = _solved(sig, sides[0] - sides[2])
+        a, op, b = sides or (Dim.const(0), "", Dim.const(0))
+        order = _ORDER.get(op)
+        if order or (op in ("==", "!=") and value != (op == "==")
+                     and tracer.remainder(a - b) is None):  # an equality, not D % 4 == 0
+            # an order forced to the side the witnesses are not on: b - a - 1 >= 0 for a < b
+            sign, strict = order or (1, 0)
+            diff = sign * (b - a) - strict if not value else sign * (a - b) - (1 - strict)
+            solved = _solved(sig, diff if order else a - b, bool(order))
             if solved is None:
-                break  # forced, an equality the algebra would not know: wrong checks after it
+                break  # forced, a condition the algebra would not know: wrong checks after it
             sig, words = solved
             cond = f"not ({text})" if value else text
             said.append(tracing.Finding("assumption", f"assumes {cond}: {why}; verified with "
