@@ -370,3 +370,35 @@ def test_an_order_guard_is_substituted_so_later_branches_agree_with_it():
     assert "assumes not (D < 64): the code raises ValueError otherwise" in str(r), str(r)
     assert "verified with D = D_more + 63" in str(r), str(r)
     assert verify(first_64_bug).errors
+
+
+def timm_patch_embed(x: Float[torch.Tensor, "B 3 H W"], w: Float[torch.Tensor, "32 3 4 4"]
+                     ) -> Float[torch.Tensor, "B H*W//16 32"]:
+    """timm's style: torch._assert / torch._check, which raise inside torch on a False."""
+    _, _, h, wd = x.shape
+    torch._assert(h % 4 == 0, f"height {h} not divisible by the patch size")
+    torch._check(wd % 4 == 0, lambda: "width not divisible by the patch size")
+    return F.conv2d(x, w, stride=4).flatten(2).transpose(1, 2)
+
+
+def timm_patch_embed_bug(x: Float[torch.Tensor, "B 3 H W"], w: Float[torch.Tensor, "32 3 4 4"]
+                         ) -> Float[torch.Tensor, "B H*W//16 32"]:
+    _, _, h, wd = x.shape
+    torch._assert(h % 4 == 0, f"height {h} not divisible by the patch size")
+    torch._check(wd % 4 == 0, lambda: "width not divisible by the patch size")
+    return F.conv2d(x, w, stride=4).flatten(2)  # the transpose forgotten
+
+
+def test_torch_assert_and_check_are_the_users_guards():
+    r = verify(timm_patch_embed)
+    said = sorted(f.message for f in r.findings)
+    assert len(said) == 2 and not r.notes, str(r)
+    assert said[0].startswith("requires H divisible by 4: the code raises AssertionError"), said
+    assert said[1].startswith("requires W divisible by 4: the code raises RuntimeError"), said
+    assert any(f.code == "TS103" for f in verify(timm_patch_embed_bug).findings)
+    w = torch.randn(32, 3, 4, 4)
+    assert timm_patch_embed(torch.randn(2, 3, 8, 12), w).shape == (2, 6, 32)
+    with pytest.raises(AssertionError):
+        timm_patch_embed(torch.randn(2, 3, 7, 12), w)
+    with pytest.raises(RuntimeError):
+        timm_patch_embed(torch.randn(2, 3, 8, 13), w)

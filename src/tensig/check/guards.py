@@ -28,23 +28,34 @@ from tensig.core.errors import InconclusiveError
 __all__ = ["TRIES", "retraced", "user_raise"]
 
 TRIES = 4  # re-traces at most, after the first trace (all within verify's time limit)
+#: torch's asserts for traced code (timm's ``_assert(H == self.img_size[0], ...)``), which
+#: raise on a False the user's code passed them
+_TORCH_ASSERTS = frozenset({"_assert", "_check_with"})
 _ORDER = {"<": (1, 1), "<=": (1, 0), ">": (-1, 1), ">=": (-1, 0)}  # a < b: (b - a) - 1 >= 0
 
 
 def user_raise(e: BaseException) -> tuple[str, tracing.Where] | None:
     """The exception's type and line where the user's code raised it itself (a ``raise``
-    statement or an ``assert``: the innermost frame is the user's, at a ``RAISE_VARARGS``);
+    statement or an ``assert``: the innermost frame is the user's, at a ``RAISE_VARARGS``;
+    or ``torch._assert``/``torch._check`` called from the user's line);
     None for one a library raised (an operation that rejects its operands: a finding)."""
+    frames = []
     tb = e.__traceback__
-    while tb is not None and tb.tb_next is not None:
+    while tb is not None:
+        frames.append(tb)
         tb = tb.tb_next
-    if tb is None or not findings.user_code(tb.tb_frame.f_code.co_filename):
+    if frames and frames[-1].tb_frame.f_code.co_name in _TORCH_ASSERTS and \
+            frames[-1].tb_frame.f_globals.get("__name__") == "torch":
+        while frames and frames[-1].tb_frame.f_globals.get("__name__") == "torch":
+            frames.pop()  # torch._assert / torch._check: the user's line that called it
+        raised = bool(frames)
+    else:
+        raised = bool(frames) and any(
+            i.offset == frames[-1].tb_lasti and i.opname == "RAISE_VARARGS"
+            for i in dis.get_instructions(frames[-1].tb_frame.f_code))
+    if not raised or not findings.user_code(frames[-1].tb_frame.f_code.co_filename):
         return None
-    code = tb.tb_frame.f_code
-    if not any(i.offset == tb.tb_lasti and i.opname == "RAISE_VARARGS"
-               for i in dis.get_instructions(code)):
-        return None
-    return type(e).__name__, (code.co_filename, tb.tb_lineno)
+    return type(e).__name__, (frames[-1].tb_frame.f_code.co_filename, frames[-1].tb_lineno)
 
 
 def _solved(sig: Any, diff: Dim, order: bool) -> tuple[Any, str] | None:
