@@ -426,7 +426,7 @@ def _vmap(original: Any) -> Any:
 
         @functools.wraps(fun)
         def batched(*args: Any, **kwargs: Any) -> Any:
-            if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kwargs)):
+            if _traced(fun, (args, kwargs)):
                 t = tracer()
                 t.used_jax |= _jax_own(original)  # torch.vmap's is torch code
                 t.random_refused += refused
@@ -437,6 +437,18 @@ def _vmap(original: Any) -> Any:
             return original(fun, *a, **kw)(*args, **kwargs)
         return batched
     return vmap
+
+
+def _traced(fun: Any, args: Any, depth: int = 3) -> bool:
+    """Whether a transformation of ``fun`` on ``args`` is traced: the arguments hold symbolic
+    values, or the function's closure does, through the functions it names (MAML's loss of
+    a batch, transformed over a module's real parameters: torch's own refuses the batch)."""
+    if tracing._TRACER.get() is None:
+        return False
+    if sym_functions.has_sym(args):
+        return True
+    return depth > 0 and any(_traced(v, (), depth - 1) if inspect.isfunction(v)
+                             else sym_functions.has_sym(v) for v in tracing.referenced(fun))
 
 
 def _given(original: Any, fun: Any, a: Any, kw: Any) -> dict[str, Any]:
@@ -482,7 +494,7 @@ def _transform(original: Any, model: Callable[..., Any]) -> Any:
 
         @functools.wraps(fun)
         def run(*args: Any, **kwargs: Any) -> Any:
-            if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kwargs)):
+            if not _traced(fun, (args, kwargs)):
                 return original(fun, *a, **kw)(*args, **kwargs)
             tracer().used_jax |= _jax_own(original)  # torch.func's are torch code
             return model(fun(*args, **kwargs), argnums, has_aux, args)
@@ -491,7 +503,9 @@ def _transform(original: Any, model: Callable[..., Any]) -> Any:
 
 
 def _grad(original: Any) -> Any:
-    with_value = original.__name__ == "value_and_grad"
+    """``jax.grad``/``value_and_grad``, torch.func's ``grad``/``grad_and_value`` (its value
+    second: ``(grads, value)``)."""
+    with_value = original.__name__ in ("value_and_grad", "grad_and_value")
 
     def grad(out: Any, argnums: Any, has_aux: bool, args: tuple[Any, ...]) -> Any:
         value = out[0] if has_aux else out
@@ -502,7 +516,7 @@ def _grad(original: Any) -> Any:
         grads = tuple(_tree_map(S.unary("f"), args[i]) for i in nums)
         g = grads if isinstance(argnums, tuple | list) else grads[0]
         if with_value:  # ((value, aux), grads): the aux rides with the value
-            return out, g
+            return (g, out) if original.__name__ == "grad_and_value" else (out, g)
         return (g, out[1]) if has_aux else g
     return _transform(original, grad)
 
@@ -532,9 +546,9 @@ def _jacobian(original: Any) -> Any:
 def _jvp(original: Any) -> Any:
     def jvp(fun: Any, primals: Any, tangents: Any, *a: Any, has_aux: bool = False,
             **kw: Any) -> Any:
-        if tracing._TRACER.get() is None or not sym_functions.has_sym((primals, tangents)):
+        if not _traced(fun, (primals, tangents)):
             return original(fun, primals, tangents, *a, has_aux=has_aux, **kw)
-        tracer().used_jax = True
+        tracer().used_jax |= _jax_own(original)
         _same_structure(primals, tangents, "jvp's tangents against its primals")
         out = fun(*primals)
         value = out[0] if has_aux else out
@@ -545,9 +559,9 @@ def _jvp(original: Any) -> Any:
 
 def _vjp(original: Any) -> Any:
     def vjp(fun: Any, *primals: Any, has_aux: bool = False, **kw: Any) -> Any:
-        if tracing._TRACER.get() is None or not sym_functions.has_sym(primals):
+        if not _traced(fun, primals):
             return original(fun, *primals, has_aux=has_aux, **kw)
-        tracer().used_jax = True
+        tracer().used_jax |= _jax_own(original)
         out = fun(*primals)
         value = out[0] if has_aux else out
 

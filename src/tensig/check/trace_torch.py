@@ -663,12 +663,15 @@ def _combinations(x: Any, r: int = 2, with_replacement: bool = False) -> S.SymAr
 
 def func_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     """(module, name, wrapper) patching ``torch.vmap`` (``torch.func.vmap``, one function) and
-    torch.func's ``grad`` and Jacobians, each by JAX's model of its twin; also where ``fn``'s
+    torch.func's ``grad``, ``grad_and_value``, ``vjp``, ``jvp`` and Jacobians, each by JAX's
+    model of its twin, and ``functional_call``; also where ``fn``'s
     globals name them (``from torch.func import vmap``)."""
     import torch.func
 
-    makers = {"vmap": trace_jax._vmap, "grad": trace_jax._grad, **dict.fromkeys(
-        ("jacrev", "jacfwd", "hessian"), trace_jax._jacobian)}
+    makers = {"vmap": trace_jax._vmap, "grad": trace_jax._grad,
+              "grad_and_value": trace_jax._grad, "vjp": trace_jax._vjp, "jvp": trace_jax._jvp,
+              "functional_call": _functional_call,
+              **dict.fromkeys(("jacrev", "jacfwd", "hessian"), trace_jax._jacobian)}
     models = {}  # by the id of the original and of the wrapper (another thread's patch)
     out: list[tuple[Any, str, Any]] = []
     for name, make in makers.items():
@@ -683,6 +686,33 @@ def func_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
         out += [(tracing.Namespace(namespace), n, models[id(v)]) for n, v in namespace.items()
                 if id(v) in models]
     return out
+
+
+def _functional_call(original: Any) -> Any:
+    """``torch.func.functional_call``: where a traced value takes part, the module runs with
+    the given parameters and buffers (symbolic ones too: MAML's fast weights, a vmapped
+    ensemble's rows) put into its own slots, then put back; torch's own takes tensors only."""
+    def functional_call(module: Any, parameter_and_buffer_dicts: Any, args: Any = None,
+                        kwargs: Any = None, **kw: Any) -> Any:
+        dicts = parameter_and_buffer_dicts if isinstance(parameter_and_buffer_dicts,
+                                                         list | tuple) else [
+            parameter_and_buffer_dicts]
+        args = () if args is None else args if isinstance(args, tuple) else (args,)
+        if not trace_jax._traced(None, (dicts, args, kwargs)):
+            return original(module, parameter_and_buffer_dicts, args, kwargs, **kw)
+        saved = []
+        try:
+            for name, v in ((n, v) for d in dicts for n, v in d.items()):
+                path, _, attr = name.rpartition(".")
+                owner = module.get_submodule(path)
+                slots = owner._parameters if attr in owner._parameters else owner._buffers
+                saved.append((slots, attr, slots[attr]))  # KeyError: torch's own refuses too
+                slots[attr] = v
+            return module(*args, **(kwargs or {}))
+        finally:
+            for slots, attr, v in reversed(saved):
+                slots[attr] = v
+    return functional_call
 
 
 @cache
