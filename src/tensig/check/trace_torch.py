@@ -649,6 +649,21 @@ def _multinomial(probs: Any, num_samples: Any, replacement: bool = False, **kw: 
     return S.SymArray((*a.dims[:-1], k), "i")
 
 
+def _recurrent(*args: Any) -> tuple[S.SymArray, ...]:
+    """``torch.lstm``/``gru``/``rnn_tanh``/``rnn_relu``, which ``nn.LSTM``... call once their
+    Python has checked the sizes: the output's features are the directions times the hidden
+    state's (a projection's, for LSTM), the states keep their shapes.  Padded and packed forms
+    alike (the packed one has its params fourth); their meta kernels step through time, run
+    after run (seconds a call)."""
+    packed = isinstance(args[3], list | tuple)
+    hx = args[2] if packed else args[1]
+    states = hx if isinstance(hx, list | tuple) else (hx,)
+    x, h = S._sym(args[0]), S._sym(states[0])
+    out = S.SymArray((*x.dims[:-1], h.dims[-1] * (2 if args[8 if packed else 7] else 1)),
+                     x.kind)
+    return (out, *(S.SymArray(S._sym(t).dims, x.kind) for t in states))
+
+
 def _combinations(x: Any, r: int = 2, with_replacement: bool = False) -> S.SymArray:
     """``torch.combinations``: a vector's ``r``-element subsets (``n (n - 1) / 2`` pairs, 0 where
     ``n < r``), with replacement its multisets; it has no meta kernel to fit."""
@@ -729,6 +744,7 @@ HAND: dict[str, Callable[..., Any]] = {
     "ctc_loss": ctc_loss,
     "multinomial": _multinomial,
     "combinations": _combinations,
+    **dict.fromkeys(("lstm", "gru", "rnn_tanh", "rnn_relu"), _recurrent),
     "nonzero": _nonzero,
     "argwhere": sym_functions.argwhere,
     "masked_select": _masked_select,
