@@ -392,14 +392,18 @@ def _one_size(sizes: list[Dim], what: str) -> None:
         tracer().report("broadcast", f"{what} of different sizes: {sizes[0]} and {other}")
 
 
-def sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> Any:
+def sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any,
+             kw_axis: int | None = None) -> Any:
     """vmap on symbolic values (JAX's, and torch's with ``in_dims``/``out_dims``): ``fun`` on
-    the arguments without their mapped axes, the axis put back into its results."""
+    the arguments without their mapped axes, the axis put back into its results.  Keyword
+    arguments are mapped over ``kw_axis``: JAX maps them over axis 0 whatever ``in_axes``
+    says, torch leaves them unmapped."""
     axes = tuple(in_axes) if isinstance(in_axes, list | tuple) else (in_axes,) * len(args)
     if len(axes) != len(args):
         raise ValueError(f"vmap: in_axes {in_axes} for {len(args)} arguments")
     sizes: list[Dim] = []
     inner = [_unbatch(ax, arg, sizes) for ax, arg in zip(axes, args, strict=True)]
+    kwargs = _unbatch(kw_axis, kwargs, sizes)
     if not sizes:
         raise ValueError("vmap: no argument is mapped (every in_axes is None)")
     _one_size(sizes, "vmap maps axes")
@@ -431,7 +435,8 @@ def _vmap(original: Any) -> Any:
                 t.used_jax |= _jax_own(original)  # torch.vmap's is torch code
                 t.random_refused += refused
                 try:
-                    return sym_vmap(fun, in_axes, out_axes, args, kwargs)
+                    return sym_vmap(fun, in_axes, out_axes, args, kwargs,
+                                    0 if _jax_own(original) else None)
                 finally:
                     t.random_refused -= refused
             return original(fun, *a, **kw)(*args, **kwargs)
