@@ -468,10 +468,10 @@ class SymArray:
 
 PLUGINS["torch_function"] = SymArray.__torch_function__  # sym_sizes sits below this module
 
-#: torch's ops on a tensor that draw (a dropout where training, with p > 0)
-_DRAWN = """rand_like randn_like randint_like bernoulli bernoulli_ multinomial normal normal_
-poisson uniform_ exponential_ geometric_ cauchy_ log_normal_ random_ dropout dropout1d dropout2d
-dropout3d alpha_dropout feature_alpha_dropout feature_dropout"""
+#: torch's ops that draw (a dropout where training, with p > 0), on a tensor or creating one
+_DRAWN = """rand randn randint randperm rand_like randn_like randint_like bernoulli bernoulli_
+multinomial normal normal_ poisson uniform_ exponential_ geometric_ cauchy_ log_normal_ random_
+dropout dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout feature_dropout"""
 _DRAWS = frozenset(_DRAWN.split())
 
 
