@@ -327,7 +327,7 @@ frac gelu hardshrink hardsigmoid hardswish hardtanh isfinite isinf isnan leaky_r
 log10 log1p log2 logical_not logit mish nan_to_num neg negative positive rad2deg reciprocal
 relu relu6 round rrelu rsqrt selu sgn sigmoid sign signbit silu sin sinc sinh softplus
 softshrink softsign sqrt square tan tanh tanhshrink threshold trunc alpha_dropout
-feature_alpha_dropout dropout1d dropout2d dropout3d detach clone contiguous"""
+feature_alpha_dropout dropout1d dropout2d dropout3d clone contiguous"""
 _BINARY = """atan2 arctan2 bitwise_and bitwise_or bitwise_xor copysign div divide eq
 floor_divide fmax fmin fmod ge greater greater_equal gt heaviside hypot le less less_equal
 logaddexp logical_and logical_or logical_xor lt maximum minimum mul multiply ne not_equal

@@ -399,18 +399,32 @@ class SymArray:
     def clip(self, *bounds: Any, **kw: Any) -> SymArray:
         return clip(self, *bounds, **kw)
 
-    def float(self, *args: Any, **kw: Any) -> SymArray:  # a cast: a complex's real part
-        return SymArray(self.dims, "f", self.loose)
+    def _cast(self, dtype: str) -> SymArray:
+        """A cast to ``dtype`` (a float's of a complex: its real part).  torch returns the
+        tensor itself where it has that dtype, ``detach()`` a view: either shares memory
+        (an expand's, written into: :func:`~tensig.check.broadcasting.write_shared`)."""
+        out = SymArray(self.dims, kind_of(dtype) or self.kind, self.loose)
+        if dtype == DTYPES.get(self.kind) and _TORCH_STYLE.get():
+            out.moved = self.moved
+        return out
 
-    double = half = bfloat16 = float
-    int = long = unary("i")
-    bool = unary("b")
+    def float(self, *args: Any, **kw: Any) -> SymArray:
+        return self._cast("float32")
+
+    double, half, bfloat16 = (lambda self, *a, _t=t, **kw: self._cast(_t)
+                              for t in ("float64", "float16", "bfloat16"))
+    long, bool = (lambda self, *a, _t=t, **kw: self._cast(_t) for t in ("int64", "bool"))
+    int = unary("i")
+
+    def detach(self) -> SymArray:
+        return self._cast(DTYPES.get(self.kind, "float32"))
 
     def to(self, *args: Any, **kw: Any) -> SymArray:
-        kind = self.kind
+        dtype = DTYPES.get(self.kind, "float32")
         for a in (*args, kw.get("dtype")):  # a dtype, or an array: its dtype (x.to(other))
-            kind = kind_of(a) or kind
-        return SymArray(self.dims, kind, self.loose)
+            if kind_of(a) is not None:
+                dtype = str(getattr(a, "dtype", a)).rpartition(".")[2]
+        return self._cast(dtype)
 
     astype = type_as = to
 
