@@ -446,14 +446,18 @@ def _vmap(original: Any) -> Any:
 
 def _traced(fun: Any, args: Any, depth: int = 3) -> bool:
     """Whether a transformation of ``fun`` on ``args`` is traced: the arguments hold symbolic
-    values, or the function's closure does, through the functions it names (MAML's loss of
-    a batch, transformed over a module's real parameters: torch's own refuses the batch)."""
+    values, or the function's closure does, through the functions it holds (MAML's loss of a
+    batch, transformed over a module's real parameters: torch's own refuses the batch)."""
     if tracing._TRACER.get() is None:
         return False
     if sym_functions.has_sym(args):
         return True
+    cells = []
+    for cell in getattr(fun, "__closure__", None) or ():
+        with contextlib.suppress(ValueError):  # an empty cell
+            cells.append(cell.cell_contents)
     return depth > 0 and any(_traced(v, (), depth - 1) if inspect.isfunction(v)
-                             else sym_functions.has_sym(v) for v in tracing.referenced(fun))
+                             else sym_functions.has_sym(v) for v in cells)
 
 
 def _given(original: Any, fun: Any, a: Any, kw: Any) -> dict[str, Any]:
