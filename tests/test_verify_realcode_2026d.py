@@ -141,10 +141,11 @@ def _write_through(cast):
 def test_a_view_or_a_same_dtype_cast_of_an_expand_shares_its_memory():
     """detach(), .float() of a float32, .to(its dtype) give the expanded tensor's memory (the
     tensor itself, or a view): a write into several of its elements at once raises in torch;
-    .double() and .to(float64) copy.  verify said nothing of the first three."""
+    .double(), .to(float64) and .to(copy=True) copy.  verify said nothing of the first three."""
     shared = [lambda y: y.detach(), lambda y: y.float(), lambda y: y.to(torch.float32),
               lambda y: y.detach().float()]
-    copies = [lambda y: y.double(), lambda y: y.to(torch.float64), lambda y: y.clone()]
+    copies = [lambda y: y.double(), lambda y: y.to(torch.float64), lambda y: y.clone(),
+              lambda y: y.to(torch.float32, copy=True)]
     x, t = torch.ones(3, 1), torch.ones(4)
     for cast in shared:
         with pytest.raises(RuntimeError, match="single memory location"):

@@ -424,7 +424,7 @@ class SymArray:
         for a in (*args, kw.get("dtype")):  # a dtype, or an array: its dtype (x.to(other))
             if kind_of(a) is not None:
                 dtype = str(getattr(a, "dtype", a)).rpartition(".")[2]
-        return self._cast(dtype)
+        return self._cast("" if kw.get("copy") else dtype)  # copy=True: never itself
 
     astype = type_as = to
 
