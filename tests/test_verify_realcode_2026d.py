@@ -176,3 +176,19 @@ def test_jax_vmap_maps_keyword_arguments_torch_s_does_not():
     assert torch.vmap(g)(torch.ones(3, 4), scale=torch.ones(4)).shape == (3, 4)
     r = verify(lambda a, s: torch.vmap(g)(a, scale=s), "B D; D => B D")
     assert clean(r), str(r)
+
+
+def test_a_mapped_python_scalar_is_refused():
+    """A Python scalar on a mapped axis (a training flag by keyword, which JAX maps) has no
+    axis: JAX and torch raise; the model passed it through, and verified the code."""
+    f = lambda x, train: x * 2 if train else x  # noqa: E731
+    with pytest.raises(ValueError, match="rank should be at least 1"):
+        jax.vmap(f)(jnp.ones((3, 2)), train=True)
+    with pytest.raises(ValueError, match="non-Tensor"):
+        torch.vmap(f)(torch.ones(3, 2), 2.0)
+    for bad in (lambda x: jax.vmap(f)(x, train=True), lambda x: torch.vmap(f)(x, 2.0)):
+        r = verify(bad, "B D => B D")
+        assert kinds(r) == ["op-shape"] and "no axis 0" in str(r), str(r)
+    ok = lambda x: jax.vmap(f, in_axes=(0, None))(x, True)  # noqa: E731
+    assert ok(jnp.ones((3, 2))).shape == (3, 2)
+    assert clean(verify(ok, "B D => B D"))

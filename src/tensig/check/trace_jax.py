@@ -370,7 +370,12 @@ def _per_axis(fn: Callable[[int, Any], Any], axis: Any, tree: Any) -> Any:
 def _unbatch(axis: Any, tree: Any, sizes: list[Dim]) -> Any:
     """Drop the mapped axis of every leaf, collecting its size in ``sizes``."""
     def leaf(ax: int, x: Any) -> Any:
-        if x is None or isinstance(x, int | float | bool):
+        if x is None:
+            return x
+        if isinstance(x, int | float | bool):  # JAX and torch refuse it (a training flag)
+            tracer().report("op-shape", f"a mapped argument is a Python {type(x).__name__} "
+                                        f"({x!r}), which has no axis {ax} to map (in_axes or "
+                                        f"in_dims None leaves it unmapped)")
             return x
         a = S._sym(x)
         i = S._axis(ax, a.ndim)
