@@ -408,16 +408,10 @@ class SymArray:
             out.moved = self.moved
         return out
 
-    def float(self, *args: Any, **kw: Any) -> SymArray:
-        return self._cast("float32")
-
-    double, half, bfloat16 = (lambda self, *a, _t=t, **kw: self._cast(_t)
-                              for t in ("float64", "float16", "bfloat16"))
-    long, bool = (lambda self, *a, _t=t, **kw: self._cast(_t) for t in ("int64", "bool"))
+    float, double, half, bfloat16, long, bool, detach = (  # detach(): to its own dtype
+        lambda self, *a, _t=t, **kw: self._cast(_t or DTYPES.get(self.kind, "float32"))
+        for t in ("float32", "float64", "float16", "bfloat16", "int64", "bool", ""))
     int = unary("i")
-
-    def detach(self) -> SymArray:
-        return self._cast(DTYPES.get(self.kind, "float32"))
 
     def to(self, *args: Any, **kw: Any) -> SymArray:
         dtype = DTYPES.get(self.kind, "float32")
