@@ -709,9 +709,8 @@ def _functional_call(original: Any) -> Any:
     ensemble's rows) put into its own slots, then put back; torch's own takes tensors only."""
     def functional_call(module: Any, parameter_and_buffer_dicts: Any, args: Any = None,
                         kwargs: Any = None, **kw: Any) -> Any:
-        dicts = parameter_and_buffer_dicts if isinstance(parameter_and_buffer_dicts,
-                                                         list | tuple) else [
-            parameter_and_buffer_dicts]
+        dicts = parameter_and_buffer_dicts
+        dicts = [dicts] if isinstance(dicts, dict) else dicts
         args = () if args is None else args if isinstance(args, tuple) else (args,)
         if not trace_jax._traced(None, (dicts, args, kwargs)):
             return original(module, parameter_and_buffer_dicts, args, kwargs, **kw)
@@ -720,9 +719,10 @@ def _functional_call(original: Any) -> Any:
             for name, v in ((n, v) for d in dicts for n, v in d.items()):
                 path, _, attr = name.rpartition(".")
                 owner = module.get_submodule(path)
-                slots = owner._parameters if attr in owner._parameters else owner._buffers
-                saved.append((slots, attr, slots[attr]))  # KeyError: torch's own refuses too
-                slots[attr] = v
+                for slots in (owner._parameters, owner._buffers):  # a name in neither: unread
+                    if attr in slots:
+                        saved.append((slots, attr, slots[attr]))
+                        slots[attr] = v
             return module(*args, **(kwargs or {}))
         finally:
             for slots, attr, v in reversed(saved):
