@@ -27,12 +27,14 @@ from tensig.check.sym_sizes import (
     require_divisible,
 )
 from tensig.check.tracer import (
+    _DRAWS,
     CREATION_NUMPY,
     CREATION_TORCH,
     NUMPY,
     TORCH,
     SymArray,
     _axis,
+    _refused_draw,
     _sym,
     _varargs,
     broadcast_to,
@@ -714,9 +716,14 @@ def creation_wrapper(original: Callable[..., Any], symbolic: Callable[..., Any]
                      ) -> Callable[..., Any]:
     """``original`` that runs ``symbolic`` instead when called with symbolic values (creation
     functions, real tensors' sized methods, JAX functions jitted at import)."""
+    draws = getattr(original, "__module__", None) == "torch" and original.__name__ in _DRAWS
+
     @functools.wraps(original)  # the library's name, doc and signature, and __wrapped__
     def wrapper(*args: Any, **kw: Any) -> Any:
-        if _TRACER.get() is not None and has_sym((args, kw)):
+        t = _TRACER.get()
+        if t is not None and draws and t.random_refused:  # torch.randn(3) under torch.vmap
+            _refused_draw(original.__name__, args, kw)
+        if t is not None and has_sym((args, kw)):
             return symbolic(*args, **kw)
         return original(*args, **kw)
 

@@ -370,7 +370,12 @@ def _per_axis(fn: Callable[[int, Any], Any], axis: Any, tree: Any) -> Any:
 def _unbatch(axis: Any, tree: Any, sizes: list[Dim]) -> Any:
     """Drop the mapped axis of every leaf, collecting its size in ``sizes``."""
     def leaf(ax: int, x: Any) -> Any:
-        if x is None or isinstance(x, int | float | bool):
+        if x is None:
+            return x
+        if isinstance(x, int | float | bool):  # JAX and torch refuse it (a training flag)
+            tracer().report("op-shape", f"a mapped argument is a Python {type(x).__name__} "
+                                        f"({x!r}), which has no axis {ax} to map (in_axes or "
+                                        f"in_dims None leaves it unmapped)")
             return x
         a = S._sym(x)
         i = S._axis(ax, a.ndim)
@@ -392,14 +397,18 @@ def _one_size(sizes: list[Dim], what: str) -> None:
         tracer().report("broadcast", f"{what} of different sizes: {sizes[0]} and {other}")
 
 
-def sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any) -> Any:
+def sym_vmap(fun: Any, in_axes: Any, out_axes: Any, args: Any, kwargs: Any,
+             kw_axis: int | None = None) -> Any:
     """vmap on symbolic values (JAX's, and torch's with ``in_dims``/``out_dims``): ``fun`` on
-    the arguments without their mapped axes, the axis put back into its results."""
+    the arguments without their mapped axes, the axis put back into its results.  Keyword
+    arguments are mapped over ``kw_axis``: JAX maps them over axis 0 whatever ``in_axes``
+    says, torch leaves them unmapped."""
     axes = tuple(in_axes) if isinstance(in_axes, list | tuple) else (in_axes,) * len(args)
     if len(axes) != len(args):
         raise ValueError(f"vmap: in_axes {in_axes} for {len(args)} arguments")
     sizes: list[Dim] = []
     inner = [_unbatch(ax, arg, sizes) for ax, arg in zip(axes, args, strict=True)]
+    kwargs = _unbatch(kw_axis, kwargs, sizes)
     if not sizes:
         raise ValueError("vmap: no argument is mapped (every in_axes is None)")
     _one_size(sizes, "vmap maps axes")
@@ -426,17 +435,34 @@ def _vmap(original: Any) -> Any:
 
         @functools.wraps(fun)
         def batched(*args: Any, **kwargs: Any) -> Any:
-            if tracing._TRACER.get() is not None and sym_functions.has_sym((args, kwargs)):
+            if _traced(fun, (args, kwargs)):
                 t = tracer()
                 t.used_jax |= _jax_own(original)  # torch.vmap's is torch code
                 t.random_refused += refused
                 try:
-                    return sym_vmap(fun, in_axes, out_axes, args, kwargs)
+                    return sym_vmap(fun, in_axes, out_axes, args, kwargs,
+                                    0 if _jax_own(original) else None)
                 finally:
                     t.random_refused -= refused
             return original(fun, *a, **kw)(*args, **kwargs)
         return batched
     return vmap
+
+
+def _traced(fun: Any, args: Any, depth: int = 3) -> bool:
+    """Whether a transformation of ``fun`` on ``args`` is traced: the arguments hold symbolic
+    values, or the function's closure does, through the functions it holds (MAML's loss of a
+    batch, transformed over a module's real parameters: torch's own refuses the batch)."""
+    if tracing._TRACER.get() is None:
+        return False
+    if sym_functions.has_sym(args):
+        return True
+    cells = []
+    for cell in getattr(fun, "__closure__", None) or ():
+        with contextlib.suppress(ValueError):  # an empty cell
+            cells.append(cell.cell_contents)
+    return depth > 0 and any(_traced(v, (), depth - 1) if inspect.isfunction(v)
+                             else sym_functions.has_sym(v) for v in cells)
 
 
 def _given(original: Any, fun: Any, a: Any, kw: Any) -> dict[str, Any]:
@@ -482,7 +508,7 @@ def _transform(original: Any, model: Callable[..., Any]) -> Any:
 
         @functools.wraps(fun)
         def run(*args: Any, **kwargs: Any) -> Any:
-            if tracing._TRACER.get() is None or not sym_functions.has_sym((args, kwargs)):
+            if not _traced(fun, (args, kwargs)):
                 return original(fun, *a, **kw)(*args, **kwargs)
             tracer().used_jax |= _jax_own(original)  # torch.func's are torch code
             return model(fun(*args, **kwargs), argnums, has_aux, args)
@@ -491,7 +517,9 @@ def _transform(original: Any, model: Callable[..., Any]) -> Any:
 
 
 def _grad(original: Any) -> Any:
-    with_value = original.__name__ == "value_and_grad"
+    """``jax.grad``/``value_and_grad``, torch.func's ``grad``/``grad_and_value`` (its value
+    second: ``(grads, value)``)."""
+    with_value = original.__name__ in ("value_and_grad", "grad_and_value")
 
     def grad(out: Any, argnums: Any, has_aux: bool, args: tuple[Any, ...]) -> Any:
         value = out[0] if has_aux else out
@@ -502,7 +530,7 @@ def _grad(original: Any) -> Any:
         grads = tuple(_tree_map(S.unary("f"), args[i]) for i in nums)
         g = grads if isinstance(argnums, tuple | list) else grads[0]
         if with_value:  # ((value, aux), grads): the aux rides with the value
-            return out, g
+            return (g, out) if original.__name__ == "grad_and_value" else (out, g)
         return (g, out[1]) if has_aux else g
     return _transform(original, grad)
 
@@ -532,9 +560,9 @@ def _jacobian(original: Any) -> Any:
 def _jvp(original: Any) -> Any:
     def jvp(fun: Any, primals: Any, tangents: Any, *a: Any, has_aux: bool = False,
             **kw: Any) -> Any:
-        if tracing._TRACER.get() is None or not sym_functions.has_sym((primals, tangents)):
+        if not _traced(fun, (primals, tangents)):
             return original(fun, primals, tangents, *a, has_aux=has_aux, **kw)
-        tracer().used_jax = True
+        tracer().used_jax |= _jax_own(original)
         _same_structure(primals, tangents, "jvp's tangents against its primals")
         out = fun(*primals)
         value = out[0] if has_aux else out
@@ -545,9 +573,9 @@ def _jvp(original: Any) -> Any:
 
 def _vjp(original: Any) -> Any:
     def vjp(fun: Any, *primals: Any, has_aux: bool = False, **kw: Any) -> Any:
-        if tracing._TRACER.get() is None or not sym_functions.has_sym(primals):
+        if not _traced(fun, primals):
             return original(fun, *primals, has_aux=has_aux, **kw)
-        tracer().used_jax = True
+        tracer().used_jax |= _jax_own(original)
         out = fun(*primals)
         value = out[0] if has_aux else out
 

@@ -327,7 +327,7 @@ frac gelu hardshrink hardsigmoid hardswish hardtanh isfinite isinf isnan leaky_r
 log10 log1p log2 logical_not logit mish nan_to_num neg negative positive rad2deg reciprocal
 relu relu6 round rrelu rsqrt selu sgn sigmoid sign signbit silu sin sinc sinh softplus
 softshrink softsign sqrt square tan tanh tanhshrink threshold trunc alpha_dropout
-feature_alpha_dropout dropout1d dropout2d dropout3d detach clone contiguous"""
+feature_alpha_dropout dropout1d dropout2d dropout3d clone contiguous"""
 _BINARY = """atan2 arctan2 bitwise_and bitwise_or bitwise_xor copysign div divide eq
 floor_divide fmax fmin fmod ge greater greater_equal gt heaviside hypot le less less_equal
 logaddexp logical_and logical_or logical_xor lt maximum minimum mul multiply ne not_equal
@@ -649,6 +649,21 @@ def _multinomial(probs: Any, num_samples: Any, replacement: bool = False, **kw: 
     return S.SymArray((*a.dims[:-1], k), "i")
 
 
+def _recurrent(*args: Any) -> tuple[S.SymArray, ...]:
+    """``torch.lstm``/``gru``/``rnn_tanh``/``rnn_relu``, which ``nn.LSTM``... call once their
+    Python has checked the sizes: the output's features are the directions times the hidden
+    state's (a projection's, for LSTM), the states keep their shapes.  Padded and packed forms
+    alike (the packed one has its params fourth); their meta kernels step through time, run
+    after run (seconds a call)."""
+    packed = isinstance(args[3], list | tuple)
+    hx = args[2] if packed else args[1]
+    states = hx if isinstance(hx, list | tuple) else (hx,)
+    x, h = S._sym(args[0]), S._sym(states[0])
+    out = S.SymArray((*x.dims[:-1], h.dims[-1] * (2 if args[8 if packed else 7] else 1)),
+                     x.kind)
+    return (out, *(S.SymArray(S._sym(t).dims, x.kind) for t in states))
+
+
 def _combinations(x: Any, r: int = 2, with_replacement: bool = False) -> S.SymArray:
     """``torch.combinations``: a vector's ``r``-element subsets (``n (n - 1) / 2`` pairs, 0 where
     ``n < r``), with replacement its multisets; it has no meta kernel to fit."""
@@ -663,12 +678,15 @@ def _combinations(x: Any, r: int = 2, with_replacement: bool = False) -> S.SymAr
 
 def func_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     """(module, name, wrapper) patching ``torch.vmap`` (``torch.func.vmap``, one function) and
-    torch.func's ``grad`` and Jacobians, each by JAX's model of its twin; also where ``fn``'s
+    torch.func's ``grad``, ``grad_and_value``, ``vjp``, ``jvp`` and Jacobians, each by JAX's
+    model of its twin, and ``functional_call``; also where ``fn``'s
     globals name them (``from torch.func import vmap``)."""
     import torch.func
 
-    makers = {"vmap": trace_jax._vmap, "grad": trace_jax._grad, **dict.fromkeys(
-        ("jacrev", "jacfwd", "hessian"), trace_jax._jacobian)}
+    makers = {"vmap": trace_jax._vmap, "grad": trace_jax._grad,
+              "grad_and_value": trace_jax._grad, "vjp": trace_jax._vjp, "jvp": trace_jax._jvp,
+              "functional_call": _functional_call,
+              **dict.fromkeys(("jacrev", "jacfwd", "hessian"), trace_jax._jacobian)}
     models = {}  # by the id of the original and of the wrapper (another thread's patch)
     out: list[tuple[Any, str, Any]] = []
     for name, make in makers.items():
@@ -685,6 +703,33 @@ def func_targets(fn: Any = None) -> list[tuple[Any, str, Any]]:
     return out
 
 
+def _functional_call(original: Any) -> Any:
+    """``torch.func.functional_call``: where a traced value takes part, the module runs with
+    the given parameters and buffers (symbolic ones too: MAML's fast weights, a vmapped
+    ensemble's rows) put into its own slots, then put back; torch's own takes tensors only."""
+    def functional_call(module: Any, parameter_and_buffer_dicts: Any, args: Any = None,
+                        kwargs: Any = None, **kw: Any) -> Any:
+        dicts = parameter_and_buffer_dicts
+        dicts = [dicts] if isinstance(dicts, dict) else dicts
+        args = () if args is None else args if isinstance(args, tuple) else (args,)
+        if not trace_jax._traced(None, (dicts, args, kwargs)):
+            return original(module, parameter_and_buffer_dicts, args, kwargs, **kw)
+        saved = []
+        try:
+            for name, v in ((n, v) for d in dicts for n, v in d.items()):
+                path, _, attr = name.rpartition(".")
+                owner = module.get_submodule(path)
+                for slots in (owner._parameters, owner._buffers):  # a name in neither: unread
+                    if attr in slots:
+                        saved.append((slots, attr, slots[attr]))
+                        slots[attr] = v
+            return module(*args, **(kwargs or {}))
+        finally:
+            for slots, attr, v in reversed(saved):
+                slots[attr] = v
+    return functional_call
+
+
 @cache
 def _func_model(make: Callable[[Any], Any], original: Any) -> Any:
     """One wrapper per torch.func transformation, kept; ``__wrapped__`` is the original."""
@@ -699,6 +744,7 @@ HAND: dict[str, Callable[..., Any]] = {
     "ctc_loss": ctc_loss,
     "multinomial": _multinomial,
     "combinations": _combinations,
+    **dict.fromkeys(("lstm", "gru", "rnn_tanh", "rnn_relu"), _recurrent),
     "nonzero": _nonzero,
     "argwhere": sym_functions.argwhere,
     "masked_select": _masked_select,

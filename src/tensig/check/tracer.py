@@ -399,18 +399,26 @@ class SymArray:
     def clip(self, *bounds: Any, **kw: Any) -> SymArray:
         return clip(self, *bounds, **kw)
 
-    def float(self, *args: Any, **kw: Any) -> SymArray:  # a cast: a complex's real part
-        return SymArray(self.dims, "f", self.loose)
+    def _cast(self, dtype: str) -> SymArray:
+        """A cast to ``dtype`` (a float's of a complex: its real part).  torch returns the
+        tensor itself where it has that dtype, ``detach()`` a view: either shares memory
+        (an expand's, written into: :func:`~tensig.check.broadcasting.write_shared`)."""
+        out = SymArray(self.dims, kind_of(dtype) or self.kind, self.loose)
+        if dtype == DTYPES.get(self.kind) and _TORCH_STYLE.get():
+            out.moved = self.moved
+        return out
 
-    double = half = bfloat16 = float
-    int = long = unary("i")
-    bool = unary("b")
+    float, double, half, bfloat16, long, bool, detach = (  # detach(): to its own dtype
+        lambda self, *a, _t=t, **kw: self._cast(_t or DTYPES.get(self.kind, "float32"))
+        for t in ("float32", "float64", "float16", "bfloat16", "int64", "bool", ""))
+    int = unary("i")
 
     def to(self, *args: Any, **kw: Any) -> SymArray:
-        kind = self.kind
+        dtype = DTYPES.get(self.kind, "float32")
         for a in (*args, kw.get("dtype")):  # a dtype, or an array: its dtype (x.to(other))
-            kind = kind_of(a) or kind
-        return SymArray(self.dims, kind, self.loose)
+            if kind_of(a) is not None:
+                dtype = str(getattr(a, "dtype", a)).rpartition(".")[2]
+        return self._cast("" if kw.get("copy") else dtype)  # copy=True: never itself
 
     astype = type_as = to
 
@@ -468,10 +476,10 @@ class SymArray:
 
 PLUGINS["torch_function"] = SymArray.__torch_function__  # sym_sizes sits below this module
 
-#: torch's ops on a tensor that draw (a dropout where training, with p > 0)
-_DRAWN = """rand_like randn_like randint_like bernoulli bernoulli_ multinomial normal normal_
-poisson uniform_ exponential_ geometric_ cauchy_ log_normal_ random_ dropout dropout1d dropout2d
-dropout3d alpha_dropout feature_alpha_dropout feature_dropout"""
+#: torch's ops that draw (a dropout where training, with p > 0), on a tensor or creating one
+_DRAWN = """rand randn randint randperm rand_like randn_like randint_like bernoulli bernoulli_
+multinomial normal normal_ poisson uniform_ exponential_ geometric_ cauchy_ log_normal_ random_
+dropout dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout feature_dropout"""
 _DRAWS = frozenset(_DRAWN.split())
 
 
