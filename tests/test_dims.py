@@ -772,3 +772,14 @@ def test_shape_index_round_trip(items):
     assert ShapeIndex.parse(str(shape)) == shape
     assert ShapeIndex(items[:2]) + ShapeIndex(items[2:]) == shape
     assert shape.prefix_minus(items[:2]) == ShapeIndex(items[2:])
+
+
+def test_true_division_of_a_size_is_refused_with_the_operators_to_use():
+    """``/`` would make a size a fraction: both ``B / 2`` and ``6 / B`` name ``//`` and ``%``;
+    a float divisor is Python's own refusal (no size takes part)."""
+    for fn, text in ((lambda: B / 2, "cannot divide B by 2"),
+                     (lambda: 6 / B, "cannot divide 6 by B")):
+        with pytest.raises(TypeError, match=f"{text} with /: sizes use // and %"):
+            fn()
+    with pytest.raises(TypeError, match="unsupported operand"):
+        B / 2.5

@@ -412,7 +412,7 @@ def test_pooling_sees_a_window_that_stops_being_zero(backend, stride):
     """A zero window runs max pooling, and a gradient gate without the window's add; after
     the window changes (in place on torch, replaced on NumPy: the zero test runs each
     call) the same compiled routine must add it, forward and backward."""
-    xs, bias = rand(4, 8, 8, 16), rand(2, 2)  # big enough for the widened operands
+    xs, bias = rand(4, 8, 8, 16), rand(2, 2)
     spec = f"n, {stride}*oh<+wh, {stride}*ow<+ww, c; wh, ww => n, oh, ow, c"
     with G.new_graph(backend) as g:
         x = G.param("x", output=[4, 8, 8, 16], input=[], init=lambda s, r: xs.astype(np.float32))
@@ -583,21 +583,6 @@ def test_tiled_pooling_gate_with_ties_in_any_result_order(backend, result, monke
     assert int((tied > 1).sum()) > 0  # some maxima do tie
     assert int((grad != 0).sum()) == int((out != 0).sum())  # one cell a window
     assert len(calls) == (backend == "torch")
-
-
-def test_widening_copies_a_broadcast_operand_along_short_inner_axes():
-    from tensig.execution.lowering import _widening
-
-    gate = [[32, 4, 2, 4, 2, 16], [32, 4, 1, 4, 1, 16], [1, 1, 2, 1, 2, 1]]
-    full = gate[0]  # the product space
-    # the pooled max: copied along the inner window axis (rows of 2 x 16), not the outer one
-    assert _widening(gate[1], full) == [32, 4, 1, 4, 2, 16]
-    # the window: along channels, then the output column axis (rows of 4 x 2 x 16 = 128)
-    assert _widening(gate[2], full) == [1, 1, 2, 4, 2, 16]
-    assert _widening(gate[0], full) is None  # nothing broadcast
-    # rows already long, or a space too small to pay for a copy
-    assert _widening([64, 1, 256], [64, 8, 256]) is None
-    assert _widening([2, 1, 16], [2, 2, 16]) is None
 
 
 def test_zero_test_reads_the_values_every_call():

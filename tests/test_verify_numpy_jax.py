@@ -358,6 +358,19 @@ def test_a_fitted_constant_size_is_run_below_the_literal_it_came_from():
     assert r.ok and not r.findings, str(r)
 
 
+def test_lax_binary_operations_do_not_broadcast():
+    """``lax.add`` of ``[B, T]`` and ``[T]`` is an error (JAX refuses it at every size, unlike
+    ``jnp.add``); equal shapes and a scalar operand pass."""
+    jax = pytest.importorskip("jax")
+    lax = jax.lax
+    with pytest.raises(TypeError, match="same number of dimensions"):  # the oracle
+        lax.add(jax.numpy.ones((2, 3)), jax.numpy.ones(3))
+    r = verify(lambda x, y: lax.add(x, y), "B, T; T => B, T")
+    assert errors(r) and "lax does not broadcast" in errors(r)[0], str(r)
+    assert verify(lambda x, y: lax.mul(x, y), "B, T; B, T => B, T").ok
+    assert verify(lambda x: lax.sub(x, 2.0), "B, T => B, T").ok
+
+
 def _array_functions() -> list[tuple[str, Any]]:
     out = []
     for prefix, module in (("", np), ("linalg.", np.linalg), ("fft.", np.fft)):

@@ -92,8 +92,6 @@ class Backend(Kernels):
     #: ``(g, x, saved, kernel, strides, dilations, pads) -> x's gradient`` (each window's to
     #: its first maximum), or None for a padding it does not take
     max_pool_backward: Callable[..., Any] | None = None
-    #: a broadcast operand made contiguous (:func:`tensig.execution.lowering._widening`)
-    widen: Callable[..., Any] | None = None
 
     def conv_accepts(self, x: Any, w: Any) -> bool:
         """Whether the conv and pooling kernels take these operands: floating, one dtype."""

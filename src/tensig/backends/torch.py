@@ -320,20 +320,6 @@ class TorchBackend(Backend):
 
         return update
 
-    def widen(self, x: Any, shape: Sequence[int]) -> Any:
-        """``x`` broadcast to ``shape`` as a contiguous copy on the CPU, elsewhere as it is:
-        ``cat`` per widened axis, 3x faster than ``expand().contiguous()``."""
-        if not x.is_cpu:
-            return x
-        have = tuple(x.shape)  # read once: each ``x.shape`` is a new object (a step calls this)
-        if len(have) < len(shape):
-            have = (1,) * (len(shape) - len(have)) + have
-            x = x.reshape(have)
-        for axis in reversed(range(len(shape))):
-            if have[axis] != shape[axis]:  # a cat along one axis leaves the others as they are
-                x = self.torch.cat([x] * shape[axis], axis)
-        return x
-
     def where(self, mask: Any, a: Any, b: Any) -> Any:
         """``torch.where``; NumPy operands become tensors, scalars stay (keeping the dtype)."""
         a, b = (v if isinstance(v, int | float) else self.asarray(v) for v in (a, b))

@@ -79,10 +79,7 @@ def _targets() -> list[tuple[Any, str, Any]]:
 
     out: list[tuple[Any, str, Any]] = []
     for ns in _NAMESPACES:
-        try:
-            module = importlib.import_module(f"jax.{ns}")
-        except ImportError:
-            continue
+        module = importlib.import_module(f"jax.{ns}")
         for name in dir(module):
             obj = getattr(module, name)
             if name.startswith("_") or inspect.isclass(obj) or inspect.ismodule(obj) or \

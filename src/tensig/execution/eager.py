@@ -69,9 +69,6 @@ class RowArray:
     def dtype(self) -> Any:
         return self.array.dtype
 
-    def unwrap(self) -> Any:
-        return self.array
-
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         return np.asarray(self.array, dtype=dtype)
 

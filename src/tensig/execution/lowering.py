@@ -68,12 +68,12 @@ class Pointwise:
     gradient's gate): ``evaluate`` (``views -> value``) runs on the operands' views lined up with
     the product space, and the value is summed over the reduced axes.  ``pad``: what a window reads
     beyond its operand's edge (NaN for a ``first_max`` gate: a padded cell never equals the
-    maximum).  ``widen``: whether operands may be copied along broadcast axes (:func:`_widening`;
-    not under ``first_max``, which reads the reduced axes from them)."""
+    maximum).  ``result_first``: the product space's axes are the result's, then the reduced
+    ones (not under ``first_max``, which ranks a block's cells in the operands' order)."""
 
     evaluate: Callable[[list[Any]], Any]
     pad: float = 0.0
-    widen: bool = True
+    result_first: bool = True
     name: ClassVar[str] = "an expression"
     combine: ClassVar[str] = "expression"
     accum: ClassVar[str] = "+"
@@ -350,7 +350,7 @@ def _core(op: Operator | Pointwise, backend: Backend, keys: list[list[Key]],
     by_letter = {letters[k]: n for ks, ns in zip(keys, sizes, strict=True)
                  for k, n in zip(ks, ns, strict=True)}
     if isinstance(op, Pointwise):
-        return _evaluated(op.evaluate, backend, subs, out, by_letter, op.widen)
+        return _evaluated(op.evaluate, backend, subs, out, by_letter, op.result_first)
     if op.accum == "+" and (len(keys) == 1 or op.combine in ("mul", "concat")):
         # one operand is read as it is; a concatenation's operands that share a phase multiply
         if len(keys) == 1 and subs[0] == out:
@@ -373,20 +373,20 @@ def _unique(s: str) -> str:
 
 
 def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: list[str],
-               out: str, by_letter: dict[str, int], widen: bool
+               out: str, by_letter: dict[str, int], result_first: bool
                ) -> Callable[[list[Any]], Any]:
     """A :class:`Pointwise` expression: each operand (diagonals taken) lined up with the
-    product space (the result's axes, then the reduced ones; without ``widen``, the operands'
-    in order), widened where the backend asks, evaluated, then summed."""
+    product space (the result's axes, then the reduced ones; without ``result_first``, the
+    operands' in order), evaluated, then summed."""
     order = out + "".join(c for c in _unique("".join(subs)) if c not in out)
-    if not widen:  # first_max ranks a block's cells in this order: the operands', the same
-        order = _unique("".join(subs) + out)  # for each operand's gradient, not the result's
+    if not result_first:  # first_max ranks a block's cells in this order: the operands', the
+        order = _unique("".join(subs) + out)  # same for each operand's gradient
     full = tuple(by_letter[c] for c in order)
     reduced = tuple(k for k, c in enumerate(order) if c not in out)
     kept = [c for c in order if c in out]
     # the sum's axes into the result's order: planned once, not tested on every call
     finish = moves([kept.index(c) for c in out], (), (), backend.transpose)
-    preps = [_lined_up(backend, sub, order, by_letter, widen) for sub in subs]
+    preps = [_lined_up(backend, sub, order, by_letter) for sub in subs]
 
     def core(xs: list[Any]) -> Any:
         v = evaluate([x if p is None else p(x) for x, p in zip(xs, preps, strict=True)])
@@ -397,46 +397,16 @@ def _evaluated(evaluate: Callable[[list[Any]], Any], backend: Backend, subs: lis
     return core
 
 
-def _lined_up(backend: Backend, sub: str, order: str, by_letter: dict[str, int],
-              widens: bool) -> Callable[[Any], Any] | None:
-    """``x`` (axes ``sub``) on its diagonals, lined up with ``order`` and widened (where
-    ``widens``), composed once; ``None`` when that changes nothing."""
-    mine, widen = _unique(sub), backend.widen if widens else None
-    diag = f"{sub}->{mine}" if mine != sub else None
+def _lined_up(backend: Backend, sub: str, order: str, by_letter: dict[str, int]
+              ) -> Callable[[Any], Any] | None:
+    """``x`` (axes ``sub``) on its diagonals, lined up with ``order``, composed once; ``None``
+    when that changes nothing."""
+    mine = _unique(sub)
     align = _aligner(backend, mine, order, by_letter)
-    full = [by_letter[c] for c in order]
-    width = None if widen is None else _widening(
-        [n if c in sub else 1 for c, n in zip(order, full, strict=True)], full)
-    if diag is None and width is None:
+    if mine == sub:
         return None if mine and order.endswith(mine) else align  # (align: the identity)
-
-    def prep(x: Any) -> Any:
-        x = align(x if diag is None else backend.einsum(diag, x))
-        return x if width is None or widen is None else widen(x, width)
-
-    return prep
-
-
-def _widening(shape: list[int], full: list[int], rows: int = 128) -> list[int] | None:
-    """The shape to materialise an operand (``shape``, broadcast to ``full``) at before an
-    elementwise expression on torch's CPU kernels, or None.  Broadcasting along an axis just outside
-    a short block of inner axes (a pooling gate's max) cuts torch's loops into short rows, ~1 ns an
-    element against 0.3 (a 32x8x8x16 comparison: 35 us, 9 us after a 4 us copy).  So copy along such
-    axes, innermost first, while rows are shorter than ``rows`` and the copy at most half the
-    product space."""
-    total = math.prod(full)
-    if math.prod(shape) <= 1 or total < 4096:
-        return None
-    target = list(shape)
-    while True:
-        k = next((k for k in reversed(range(len(target))) if target[k] < full[k]), None)
-        if k is None or math.prod(full[k + 1:]) >= rows:
-            break
-        wider = [*target[:k], full[k], *target[k + 1:]]
-        if 2 * math.prod(wider) > total:
-            break
-        target = wider
-    return target if target != shape else None
+    diag = f"{sub}->{mine}"
+    return lambda x: align(backend.einsum(diag, x))
 
 
 def _aligner(backend: Backend, sub: str, order: str, by_letter: dict[str, int]
