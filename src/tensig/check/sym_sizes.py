@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from tensig.check import findings
-from tensig.check.tracing import _TRACER, RESIDUE_CAP, Unsupported, grain, plugin, tracer
-from tensig.check.tracing import period as tracing_period
-from tensig.core.dims import Dim, exact_quotient
+from tensig.check.tracing import _TRACER, RESIDUE_CAP, Unsupported, plugin, tracer
+from tensig.core.dims import Dim, exact_quotient, grain
+from tensig.core.dims import period as tracing_period
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["ONE", "Drawn", "DrawnSize", "Square", "StandIn", "SymFloat", "SymRange", "SymSize",

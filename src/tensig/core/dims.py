@@ -649,3 +649,27 @@ def exact_quotient(total: Dim, known: Dim) -> Dim | None:
                          start=Dim.const(coeff))
         quotient, rest = quotient + term, rest - term * known
     return None
+
+
+def divisions(d: Dim) -> set[tuple[Dim, int]]:
+    """The ``(numerator, divisor)`` of every ``//`` and ``%`` in ``d``, nested ones too."""
+    out: set[tuple[Dim, int]] = set()
+    for m in d.terms:
+        for atom, _ in m:
+            if not isinstance(atom, str):
+                out |= {(atom.numerator, atom.divisor), *divisions(atom.numerator)}
+    return out
+
+
+def period(d: Dim) -> int:
+    """A modulus of the sizes that keeps every remainder in ``d`` (nested ones too): a
+    division's divisor times its numerator's :func:`grain`."""
+    return math.lcm(1, *(k * grain(p) for p, k in divisions(d)))
+
+
+def grain(q: Dim) -> int:
+    """What a quotient in ``q`` multiplies the sizes' modulus by: ``T // 2 + 1`` steps by 1
+    where ``T`` steps by 2, so ``(T // 2 + 1) // 3`` keeps its remainder modulo 6, not 3; a
+    remainder (``H % 7``) is constant there and adds nothing."""
+    return math.lcm(1, *(a.divisor * grain(a.numerator) for m in q.terms for a, _ in m
+                         if isinstance(a, FloorDiv)))
