@@ -1268,3 +1268,47 @@ def test_a_floor_division_by_a_size_bounds_its_numerator():
     assert clean(r) and r.complete, str(r)
     r = verify(_one_piece_more)
     assert "index" in kinds(r) and "assumes" not in str(r), str(r)
+
+
+# -- a symbolic size's multiples come out of a floor division whole --------------------------
+
+
+def chunk_pools(x: Float[torch.Tensor, "B, T, D"], w: Float[torch.Tensor, "S, D"]
+                ) -> torch.Tensor:
+    b, t, d = x.shape
+    s = w.shape[0]
+    n, m = t // s, (t + s) // s - 1  # one count of whole chunks, written two ways
+    mean = x[:, : n * s].reshape(b, n, s, d).mean(2)
+    return mean + x[:, : m * s].reshape(b, m, s, d).amax(2) * w[0]
+
+
+def chunk_pools_bug(x: Float[torch.Tensor, "B, T, D"], w: Float[torch.Tensor, "S, D"]
+                    ) -> torch.Tensor:
+    b, t, d = x.shape
+    s = w.shape[0]
+    n, m = t // s, (t + s - 1) // s  # a ceiling: one chunk more where S does not divide T
+    mean = x[:, : n * s].reshape(b, n, s, d).mean(2)
+    return mean + x[:, : m * s].reshape(b, m, s, d).amax(2) * w[0]
+
+
+def gqa_scores(q: Float[torch.Tensor, "B, G*R, T, D"], k: Float[torch.Tensor, "B, G, T, D"]
+               ) -> Float[torch.Tensor, "B, G*R, T, T"]:
+    k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # G*R // G is R
+    return q @ k.transpose(-2, -1)
+
+
+def test_a_floor_division_by_a_size_takes_its_multiples_out_whole():
+    """``(T + S) // S - 1`` is ``T // S``: it was a size of its own, so two poolings of the
+    same chunks broadcast with a false TS101; the ceiling ``(T + S - 1) // S`` is not, and
+    still is one (torch agrees: the twin raises where S does not divide T).  GQA's ``G*R //
+    G`` divides whole."""
+    assert clean(verify(chunk_pools)), str(verify(chunk_pools))
+    assert "broadcast" in kinds(verify(chunk_pools_bug), "error")
+    for t, s in [(7, 3), (6, 3), (2, 5), (9, 1)]:
+        x, w = torch.randn(2, t, 4), torch.randn(s, 4)
+        assert chunk_pools(x, w).shape == (2, t // s, 4)
+        if t % s:
+            with pytest.raises(RuntimeError):
+                chunk_pools_bug(x, w)
+    assert clean(verify(gqa_scores)), str(verify(gqa_scores))
+    assert gqa_scores(torch.randn(2, 6, 5, 4), torch.randn(2, 3, 5, 4)).shape == (2, 6, 5, 5)
