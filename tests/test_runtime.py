@@ -306,6 +306,24 @@ def test_a_floor_use_with_one_root_binds_its_name(compiled):
     assert "no whole T >= 0 gives 2*T - T // 2 = 4" in str(error_of(g, z(4), 3))
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_use_of_two_unknowns_no_sizes_reach_is_a_mismatch(compiled):
+    """``2*T + 2*S`` of size 5 (odd) or ``-T - S`` of size 1 (above 0) has no whole solution,
+    found without solving for either name; a reachable size stays unchecked."""
+    def f(x: Float[np.ndarray, "2*T + 2*S"], y: Float[np.ndarray, "T - S"]): ...
+
+    def h(y: Float[np.ndarray, "-T - S + 3"]): ...
+
+    g = shaped(compiled=compiled)(f)
+    g(z(4), z(0))  # T = S = 1
+    assert "has size 5, but no whole S, T >= 0 give 2*S + 2*T = 5\n" in str(
+        error_of(g, z(5), z(1)))
+    assert "has size 4, but no whole S, T >= 0 give -S - T + 3 = 4\n" in str(
+        error_of(shaped(compiled=compiled)(h), z(4)))
+    shaped(compiled=compiled)(h)(z(3))
+    assert not [(t, s) for t in range(9) for s in range(9) if 2 * (t + s) == 5 or 3 - t - s == 4]
+
+
 def _arithmetic(names: tuple[str, ...]) -> st.SearchStrategy[str]:
     """A sum of up to three terms: a name, ``c*T``, ``T + c``, ``T*S``, their ``//`` or ``%``
     by 2..4, and one of those again inside a ``//`` or ``%`` (``((T - 1) // 2 + 3) % 4``)."""

@@ -2,8 +2,10 @@
 
 A :class:`~tensig.core.solver.LinearRel` is solved by propagation only for a name that occurs
 linearly with a constant factor.  A use of one unknown that grows with it (``T**2``,
-``T//2 + 1``), repeats (``b % 2``) or is a polynomial that goes down and up (``T*T - 2*T``)
-has few whole solutions for one size, found here by search; those of every use of the name are
+``T//2 + 1``) has few whole solutions for one size, found here by search, as has any other that
+is a polynomial on each residue class of its name (``T*T - 2*T`` goes down and up, ``T//2 -
+T//3`` is a line on each class modulo 6) unless it repeats (``b % 2``, constant on each class,
+tried against the name's other solutions); those of every use of the name are
 intersected, a single one is bound (so propagation checks the other uses against it), none is
 a mismatch, several are left undecided.  Uses that no binding decides must still agree
 (``h*w`` of size 6 makes ``2*h*w`` 12).  Only concrete sizes are searched: a relation with a
@@ -19,6 +21,7 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import NamedTuple, NoReturn
 
+from tensig.core.dim_bounds import bounds
 from tensig.core.dims import Dim, Mod, period
 from tensig.core.solver import DimVar, LinearRel, Solver
 
@@ -184,9 +187,21 @@ def _compare_undecided(solver: Solver, uses: list[_Use]) -> None:
                 p = (form - const) * (1 if a > 0 else -1) // abs(a)  # Dim divides by a > 0
                 if p not in known:
                     known[p], grown = (Fraction(use.size - const, a), use), True
+                    if not _reached(p, known[p][0]):  # ``2*h + 2*w`` of size 5, ``-h - w`` of 1
+                        use.rel.fail(solver, "no_solution", name=use.name, value=None,
+                                     target=use.size)
                 value, by = known[p][0] * a + const, known[p][1]
             if by is not None and value != use.size:
                 use.rel.fail(solver, "apart", value=value, other=by.rel, target=use.size)
+
+
+def _reached(p: Dim, value: Fraction) -> bool:
+    """Whether ``p`` (whole coefficients with no common factor: a whole at whole sizes) may be
+    ``value`` at sizes ``>= 0``: whole, within the bounds :func:`bounds` proves of ``p`` at
+    each size less one (it proves them over sizes ``>= 1``)."""
+    low, high = bounds(p.subs({n: Dim.symbol(n) - 1 for n in p.symbols}))
+    return value.denominator == 1 and (low is None or low <= value) and \
+        (high is None or value <= high)
 
 
 # -- the forms of one unknown ----------------------------------------------------------------
