@@ -350,7 +350,7 @@ _ARITHMETIC = {names: _arithmetic(names) for names in [("T",), ("T", "S")]}  # b
 @given(st.data())
 def test_arithmetic_of_one_or_two_sizes_passes_right_and_catches_one_off(data):
     """Random annotations of ``+ - * // %`` over one or two names, sized by Python at random
-    sizes: that call passes; one axis one off raises unless some sizes in 0..299 (0..59 for
+    sizes: that call passes; one axis one off raises unless some sizes in 0..299 (0..99 for
     two names) give it.  With one name every use is searched, so it must raise; with two a
     use no search decides is skipped, which the bindings show: a name left unbound."""
     import contextlib
@@ -379,7 +379,7 @@ def test_arithmetic_of_one_or_two_sizes_passes_right_and_catches_one_off(data):
     assume(min(wrong) >= 0)
     sized = eval(f"lambda {', '.join(names)}: [{', '.join(texts)}]")
     fits = any(sized(*at) == wrong for at in itertools.product(
-        range(300 if len(names) == 1 else 60), repeat=len(names)))
+        range(300 if len(names) == 1 else 100), repeat=len(names)))
     try:
         shown = g(*map(z, wrong))
     except SignatureError:
