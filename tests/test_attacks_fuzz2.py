@@ -756,8 +756,8 @@ def test_fuzz_operators_with_empty_axes_as_numpy(lib, make, rnd):
     ("2*h*w", "3*h*w + 1", (4, 8), "7"), ("2*h*w", "3*h*w + 1", (4, 7), None),
     ("h*w", "(h*w + 1) // 2", (6, 4), "3"), ("h*w", "(h*w + 1) // 2", (6, 3), None),
     ("h*w", "h**2*w**2", (3, 10), "9"), ("h*w", "h**2*w**2", (3, 9), None),
-    ("2*h*w", "h*w", (5, 2), "5/2"), ("h*w", "20 - h*w", (6, 13), "14"),
-])
+    ("2*h*w", "h*w", (6, 2), "3"), ("h*w", "20 - h*w", (6, 13), "14"),
+])  # 2*h*w of size 5 is itself a mismatch now: test_runtime's two unknowns no sizes reach
 def test_uses_of_one_undecided_product_related_by_a_factor_agree(compiled, a, b, sizes, value):
     """``h*w`` of size 6 and ``2*h*w`` of size 10 were accepted: only uses that differ by a
     constant were compared, not by a factor or through a power or ``//`` of the product."""

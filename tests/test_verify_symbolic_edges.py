@@ -807,7 +807,8 @@ def test_a_division_by_a_factor_of_the_dividend_is_the_quotient():
     """``4*G // G`` (Mistral's ``n_rep``) and ``B*H*W // (H*W)`` (Swin's batch back from its
     windows) divide as polynomials: the quotient, no note; a size that is no factor is a size
     of its own, required to divide where the view needs it (7 rows of width 1, at B = 2 and
-    H = 3, are no 2 rows)."""
+    H = 3, are no 2 rows): ``(B*H + 1) // H`` is ``B + 1 // H``, at least ``B``, so the
+    view's -1 needs no assumption that it is not 0."""
     def repeat_kv(k: Float[torch.Tensor, "B, G, T, D"], q: Float[torch.Tensor, "B, 4*G, T, D"]
                   ) -> Float[torch.Tensor, "B, 4*G, T, D"]:
         b, g, t, d = k.shape
@@ -823,7 +824,7 @@ def test_a_division_by_a_factor_of_the_dividend_is_the_quotient():
         r = verify(fn)
         assert clean(r), str(r)
     r = verify(lambda x, y: x.view(x.shape[0] // y.shape[0], -1), "B*H+1, C; H => n, m")
-    assert r.complete and kinds(r) == ["assumption"] * 2 and "divisible by" in str(r), str(r)
+    assert r.complete and kinds(r) == ["assumption"] and "divisible by B + " in str(r), str(r)
 
 
 def test_a_list_of_one_array_per_loop_step_stacks_to_the_loop_s_size():
@@ -1267,3 +1268,47 @@ def test_a_floor_division_by_a_size_bounds_its_numerator():
     assert clean(r) and r.complete, str(r)
     r = verify(_one_piece_more)
     assert "index" in kinds(r) and "assumes" not in str(r), str(r)
+
+
+# -- a symbolic size's multiples come out of a floor division whole --------------------------
+
+
+def chunk_pools(x: Float[torch.Tensor, "B, T, D"], w: Float[torch.Tensor, "S, D"]
+                ) -> torch.Tensor:
+    b, t, d = x.shape
+    s = w.shape[0]
+    n, m = t // s, (t + s) // s - 1  # one count of whole chunks, written two ways
+    mean = x[:, : n * s].reshape(b, n, s, d).mean(2)
+    return mean + x[:, : m * s].reshape(b, m, s, d).amax(2) * w[0]
+
+
+def chunk_pools_bug(x: Float[torch.Tensor, "B, T, D"], w: Float[torch.Tensor, "S, D"]
+                    ) -> torch.Tensor:
+    b, t, d = x.shape
+    s = w.shape[0]
+    n, m = t // s, (t + s - 1) // s  # a ceiling: one chunk more where S does not divide T
+    mean = x[:, : n * s].reshape(b, n, s, d).mean(2)
+    return mean + x[:, : m * s].reshape(b, m, s, d).amax(2) * w[0]
+
+
+def gqa_scores(q: Float[torch.Tensor, "B, G*R, T, D"], k: Float[torch.Tensor, "B, G, T, D"]
+               ) -> Float[torch.Tensor, "B, G*R, T, T"]:
+    k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # G*R // G is R
+    return q @ k.transpose(-2, -1)
+
+
+def test_a_floor_division_by_a_size_takes_its_multiples_out_whole():
+    """``(T + S) // S - 1`` is ``T // S``: it was a size of its own, so two poolings of the
+    same chunks broadcast with a false TS101; the ceiling ``(T + S - 1) // S`` is not, and
+    still is one (torch agrees: the twin raises where S does not divide T).  GQA's ``G*R //
+    G`` divides whole."""
+    assert clean(verify(chunk_pools)), str(verify(chunk_pools))
+    assert "broadcast" in kinds(verify(chunk_pools_bug), "error")
+    for t, s in [(7, 3), (6, 3), (2, 5), (9, 1)]:
+        x, w = torch.randn(2, t, 4), torch.randn(s, 4)
+        assert chunk_pools(x, w).shape == (2, t // s, 4)
+        if t % s:
+            with pytest.raises(RuntimeError):
+                chunk_pools_bug(x, w)
+    assert clean(verify(gqa_scores)), str(verify(gqa_scores))
+    assert gqa_scores(torch.randn(2, 6, 5, 4), torch.randn(2, 3, 5, 4)).shape == (2, 6, 5, 5)

@@ -150,8 +150,10 @@ def _reason(fname: str, m: _Mismatch, ann: AnnotationShape, env: dict[str, Any],
         return f"{head} {other}, so {f['expr'].text} = {f['value']}", item, size, other
     if m.kind == "solve":
         expr, name = f["expr"], f["name"]
-        uses = "".join(f", {n} = {env[n]}" for n in expr.symbols if n != name)
-        return f"{head} no whole {name} >= 0 gives {expr.text} = {size}{uses}", item, size, None
+        free = [n for n in sorted(expr.symbols) if n == name or n not in env]  # T + S of 5/2
+        uses = "".join(f", {n} = {env[n]}" for n in expr.symbols if n not in free)
+        return (f"{head} no whole {', '.join(free)} >= 0 give{'s' * (len(free) == 1)} "
+                f"{expr.text} = {size}{uses}", item, size, None)
     if m.kind == "rowvar":
         key, segment = f["name"], f["segment"]
         bound_by = _origin_text(origins[key])

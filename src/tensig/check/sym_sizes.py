@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from tensig.check import findings
-from tensig.check.tracing import _TRACER, RESIDUE_CAP, Unsupported, grain, plugin, tracer
-from tensig.check.tracing import period as tracing_period
-from tensig.core.dims import Dim, exact_quotient
+from tensig.check.tracing import _TRACER, RESIDUE_CAP, Unsupported, plugin, tracer
+from tensig.core.dims import Dim, divide, exact_quotient, grain
+from tensig.core.dims import period as tracing_period
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["ONE", "Drawn", "DrawnSize", "Square", "StandIn", "SymFloat", "SymRange", "SymSize",
@@ -218,14 +218,20 @@ def quotient(n: Dim, d: Dim) -> Dim:
     1), one per ``n`` and ``d`` in a trace, ``n // d`` at the witness.  ``n`` is assumed at
     least 0 and ``d`` at least 1 where that is not known (the witness's quotient then taken
     in that range); a known negative ``n`` is minus a ceiling (``-T // S``: ``-((T + S - 1) //
-    S)``), never a size."""
+    S)``), never a size; the multiples of ``d`` in ``n`` come out whole first (``(T + S) // S``
+    is ``T // S + 1``, which a broadcast against ``T // S`` must see)."""
     t = tracer()
+    whole, n = divide(n, d)
+    if whole.constant != 0:
+        return whole + quotient(n, d)
     if _positive(-n, t.positive):
         return -quotient(d - 1 - n, d)
     for x, least in ((n, 0), (d, 1)):
         if not _positive(x + 1 - least, t.positive):  # known, or assumed before
             _assume(f"{x} >= {least}", True, f"({n}) // ({d}) taken as a size")
             t.positive.add(x + 1 - least)
+    if n.constant == 0:
+        return n
     if ("//", n, d) not in t.min_dims:  # the witness's quotient, in the range assumed
         at = max(t.value(n), 0) // max(t.value(d), 1)
         named = f"{n}_over_{d}_" if f"{n}{d}".isidentifier() else "q"  # T_over_S_1 - 1

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tensig.check import findings
-from tensig.core.dims import Dim, FloorDiv, Mod, exact_quotient
+from tensig.core.dims import Dim, Mod, divisions, exact_quotient, period
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["MAX_STEPS", "PLUGINS", "RESIDUE_CAP", "Finding", "Namespace", "TraceLimit", "Tracer",
-           "Unsupported", "divisions", "failure_line", "patched", "plugin", "referenced",
+           "Unsupported", "failure_line", "patched", "plugin", "referenced",
            "residue_search", "tracer"]
 
 
@@ -383,16 +383,6 @@ _TRACER: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("tensig_
                                                                        default=None)
 
 
-def divisions(d: Dim) -> set[tuple[Dim, int]]:
-    """The ``(numerator, divisor)`` of every ``//`` and ``%`` in ``d``, nested ones too."""
-    out: set[tuple[Dim, int]] = set()
-    for m in d.terms:
-        for atom, _ in m:
-            if not isinstance(atom, str):
-                out |= {(atom.numerator, atom.divisor), *divisions(atom.numerator)}
-    return out
-
-
 @functools.lru_cache(maxsize=4096)  # every broadcast of two different sizes asks
 def _zero_where_exact(d: Dim, within: frozenset[tuple[Dim, int]]) -> bool:
     """Whether ``d`` is 0 at every size where the divisions ``within`` are exact (False past
@@ -418,20 +408,6 @@ def _zero_where_exact(d: Dim, within: frozenset[tuple[Dim, int]]) -> bool:
         if any(d.evaluate(at(m)) for m in itertools.product(*grid)):
             return False
     return True
-
-
-def period(d: Dim) -> int:
-    """A modulus of the sizes that keeps every remainder in ``d`` (nested ones too): a
-    division's divisor times its numerator's :func:`grain`."""
-    return math.lcm(1, *(k * grain(p) for p, k in divisions(d)))
-
-
-def grain(q: Dim) -> int:
-    """What a quotient in ``q`` multiplies the sizes' modulus by: ``T // 2 + 1`` steps by 1
-    where ``T`` steps by 2, so ``(T // 2 + 1) // 3`` keeps its remainder modulo 6, not 3; a
-    remainder (``H % 7``) is constant there and adds nothing."""
-    return math.lcm(1, *(a.divisor * grain(a.numerator) for m in q.terms for a, _ in m
-                         if isinstance(a, FloorDiv)))
 
 
 def _degree(d: Dim, name: str) -> int:

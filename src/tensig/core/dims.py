@@ -628,6 +628,14 @@ class Condition:
 def exact_quotient(total: Dim, known: Dim) -> Dim | None:
     """``total / known`` where it divides exactly as polynomials (``N*oh*ow*C / (N*oh*ow)`` of
     sums ``oh = (H - K) // 2 + 1``), else None."""
+    quotient, rest = divide(total, known)
+    return quotient if rest.constant == 0 else None
+
+
+def divide(total: Dim, known: Dim) -> tuple[Dim, Dim]:
+    """``(q, r)`` with ``total == q*known + r``: polynomial long division (graded lexicographic)
+    whose ``r`` keeps the terms ``known``'s lead does not divide, so ``total // known`` is ``q +
+    r // known`` (``(T + S) // S`` is ``T // S + 1``)."""
     atoms = sorted({a for d in (total, known) for m in d.terms for a, _ in m}, key=repr)
 
     def order(m: Any) -> tuple[int, tuple[int, ...]]:  # graded lexicographic
@@ -636,16 +644,43 @@ def exact_quotient(total: Dim, known: Dim) -> Dim | None:
         return sum(exps), exps
 
     lead = max(known.terms, key=order)
-    quotient, rest = Dim.const(0), total
+    quotient, rest, kept = Dim.const(0), total, Dim.const(0)
     for _ in range(4 * len(total.terms) + 4):
         if rest.constant == 0:
-            return quotient
+            break
         top = max(rest.terms, key=order)
         powers = dict(top)
         coeff, remainder = divmod(rest.terms[top], known.terms[lead])
-        if remainder or any(powers.get(a, 0) < p for a, p in lead):
-            return None
-        term = math.prod((Dim.atom(a) ** (q - dict(lead).get(a, 0)) for a, q in powers.items()),
-                         start=Dim.const(coeff))
-        quotient, rest = quotient + term, rest - term * known
-    return None
+        whole = not remainder and all(powers.get(a, 0) >= p for a, p in lead)
+        term = math.prod((Dim.atom(a) ** (q - whole * dict(lead).get(a, 0))
+                          for a, q in powers.items()),
+                         start=Dim.const(coeff if whole else rest.terms[top]))
+        if whole:
+            quotient, rest = quotient + term, rest - term * known
+        else:  # a term no lead divides: the ones after it still may (T + S over S)
+            kept, rest = kept + term, rest - term
+    return quotient, rest + kept
+
+
+def divisions(d: Dim) -> set[tuple[Dim, int]]:
+    """The ``(numerator, divisor)`` of every ``//`` and ``%`` in ``d``, nested ones too."""
+    out: set[tuple[Dim, int]] = set()
+    for m in d.terms:
+        for atom, _ in m:
+            if not isinstance(atom, str):
+                out |= {(atom.numerator, atom.divisor), *divisions(atom.numerator)}
+    return out
+
+
+def period(d: Dim) -> int:
+    """A modulus of the sizes that keeps every remainder in ``d`` (nested ones too): a
+    division's divisor times its numerator's :func:`grain`."""
+    return math.lcm(1, *(k * grain(p) for p, k in divisions(d)))
+
+
+def grain(q: Dim) -> int:
+    """What a quotient in ``q`` multiplies the sizes' modulus by: ``T // 2 + 1`` steps by 1
+    where ``T`` steps by 2, so ``(T // 2 + 1) // 3`` keeps its remainder modulo 6, not 3; a
+    remainder (``H % 7``) is constant there and adds nothing."""
+    return math.lcm(1, *(a.divisor * grain(a.numerator) for m in q.terms for a, _ in m
+                         if isinstance(a, FloorDiv)))

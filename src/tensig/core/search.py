@@ -2,8 +2,10 @@
 
 A :class:`~tensig.core.solver.LinearRel` is solved by propagation only for a name that occurs
 linearly with a constant factor.  A use of one unknown that grows with it (``T**2``,
-``T//2 + 1``), repeats (``b % 2``) or is a polynomial that goes down and up (``T*T - 2*T``)
-has few whole solutions for one size, found here by search; those of every use of the name are
+``T//2 + 1``) has few whole solutions for one size, found here by search, as has any other that
+is a polynomial on each residue class of its name (``T*T - 2*T`` goes down and up, ``T//2 -
+T//3`` is a line on each class modulo 6) unless it repeats (``b % 2``, constant on each class,
+tried against the name's other solutions); those of every use of the name are
 intersected, a single one is bound (so propagation checks the other uses against it), none is
 a mismatch, several are left undecided.  Uses that no binding decides must still agree
 (``h*w`` of size 6 makes ``2*h*w`` 12).  Only concrete sizes are searched: a relation with a
@@ -19,7 +21,8 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import NamedTuple, NoReturn
 
-from tensig.core.dims import Dim, Mod
+from tensig.core.dim_bounds import bounds
+from tensig.core.dims import Dim, Mod, period
 from tensig.core.solver import DimVar, LinearRel, Solver
 
 __all__ = ["settle"]
@@ -83,12 +86,14 @@ def _bind_one_name(solver: Solver, uses: list[_Use]) -> bool:
     for use in uses:
         if len(use.form.symbols) != 1:
             continue
-        var, period = use.rel.names[use.name].root(), _period(use.form)
-        if period is not None:
-            periodic.setdefault(var, []).append((use, period))
+        var, classes = use.rel.names[use.name].root(), None
+        if not _grows(use.form, False) and (classes := _classes(use.form, use.name)) is None:
+            continue  # a class past _MAX_DEGREE, or more of them than _LISTED
+        if classes is not None and all(len(c) <= 1 for c in classes):
+            periodic.setdefault(var, []).append((use, len(classes)))  # b % 2: each constant
             continue
-        found = (_growing_roots(use.at, use.size) if _grows(use.form, False)
-                 else _polynomial_roots(use.form, use.size))
+        found = _growing_roots(use.at, use.size) if classes is None else \
+            _class_roots(classes, use.size)
         if found is not None:
             runs[var] = _narrow(solver, runs.get(var), found, use)
     for var, cyclic in periodic.items():
@@ -182,9 +187,21 @@ def _compare_undecided(solver: Solver, uses: list[_Use]) -> None:
                 p = (form - const) * (1 if a > 0 else -1) // abs(a)  # Dim divides by a > 0
                 if p not in known:
                     known[p], grown = (Fraction(use.size - const, a), use), True
+                    if not _reached(p, known[p][0]):  # ``2*h + 2*w`` of size 5, ``-h - w`` of 1
+                        use.rel.fail(solver, "no_solution", name=use.name, value=None,
+                                     target=use.size)
                 value, by = known[p][0] * a + const, known[p][1]
             if by is not None and value != use.size:
                 use.rel.fail(solver, "apart", value=value, other=by.rel, target=use.size)
+
+
+def _reached(p: Dim, value: Fraction) -> bool:
+    """Whether ``p`` (whole coefficients with no common factor: a whole at whole sizes) may be
+    ``value`` at sizes ``>= 0``: whole, within the bounds :func:`bounds` proves of ``p`` at
+    each size less one (it proves them over sizes ``>= 1``)."""
+    low, high = bounds(p.subs({n: Dim.symbol(n) - 1 for n in p.symbols}))
+    return value.denominator == 1 and (low is None or low <= value) and \
+        (high is None or value <= high)
 
 
 # -- the forms of one unknown ----------------------------------------------------------------
@@ -199,18 +216,6 @@ def _grows(form: Dim, nonnegative: bool) -> bool:
                                                  and _grows(atom.numerator, True))
                        for atom, _ in m)
                for m, c in form.terms.items())
-
-
-def _period(form: Dim) -> int | None:
-    """The period of a form whose name occurs only in ``%`` of polynomials (``b % 2``,
-    ``(T + 3) % 4 + 1``), which a size then never exceeds; ``None`` for any other form."""
-    atoms = [atom for m in form.terms for atom, _ in m]
-    mods = [a for a in atoms if isinstance(a, Mod)
-            and all(isinstance(b, str) for n in a.numerator.terms for b, _ in n)]
-    if not mods or len(mods) < len(atoms):
-        return None
-    period = math.lcm(*(a.divisor for a in mods))
-    return period if period <= _LISTED else None
 
 
 def _first(holds: Callable[[int], bool], lo: int, hi: int) -> int:
@@ -278,14 +283,39 @@ def _pieces(coefficients: list[int], lo: int, hi: int) -> list[tuple[int, int]]:
     return out
 
 
-def _polynomial_roots(form: Dim, size: int) -> list[int] | None:
-    """The whole ``t >= 0`` where ``form``, a polynomial of one name, is ``size`` (at most its
-    degree of them): below Cauchy's bound on its roots, one bisection per monotone piece, each
-    candidate checked exactly; ``None`` for any other form."""
-    coefficients = _coefficients(form)
-    if coefficients is None:
+@functools.lru_cache(maxsize=1024)  # a call's form, again at the next call of the same sizes
+def _classes(form: Dim, name: str) -> list[list[int]] | None:
+    """``form`` on each class ``P*t + r`` of its name modulo its :func:`period` ``P`` (on which
+    its ``//`` and ``%`` are polynomials, ``T // 2 - T // 3`` at ``6*t + 2`` is ``t + 1``): the
+    coefficients of each class's polynomial in ``t``, ``r`` in order; ``None`` where ``P`` is
+    past ``_LISTED`` or a class's degree past ``_MAX_DEGREE``."""
+    p = period(form)
+    if p > _LISTED:
         return None
-    coefficients[0] -= size
+    out = [_coefficients(form.subs({name: Dim.symbol(name) * p + r})) for r in range(p)]
+    return None if None in out else out  # type: ignore[return-value]  # None ruled out
+
+
+def _class_roots(classes: list[list[int]], size: int) -> list[int] | None:
+    """The whole ``t >= 0`` where the form of ``classes`` (see :func:`_classes`) is ``size``,
+    in order; ``None`` where a constant class is all solutions beside others' few."""
+    p, roots = len(classes), []
+    for r, coefficients in enumerate(classes):
+        if len(coefficients) > 1:
+            roots += [p * t + r for t in _polynomial_roots(coefficients, size)]
+        elif (coefficients or [0])[0] == size:
+            return None
+    return sorted(roots)
+
+
+def _polynomial_roots(coefficients: list[int], size: int) -> list[int]:
+    """The whole ``t >= 0`` where the polynomial of ``coefficients`` (degree 1 or more) is
+    ``size`` (at most its degree of them): below Cauchy's bound on its roots, one bisection per
+    monotone piece, each candidate checked exactly."""
+    if len(coefficients) == 2:  # a line (each class of ``T // 2 - T // 3``): one division
+        t, rest = divmod(size - coefficients[0], coefficients[1])
+        return [t] if t >= 0 and not rest else []
+    coefficients = [coefficients[0] - size, *coefficients[1:]]
     lead = abs(coefficients[-1])
     bound = 1 - (-max(map(abs, coefficients[:-1])) // lead)
     roots = []
