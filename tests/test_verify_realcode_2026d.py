@@ -158,6 +158,23 @@ def test_a_view_or_a_same_dtype_cast_of_an_expand_shares_its_memory():
         assert clean(r), str(r)
 
 
+
+def test_numpy_s_astype_copies_in_code_that_names_torch():
+    """NumPy's astype copies unless told copy=False, to the dtype an array has too: a write into
+    a broadcast made writable by astype("float32") runs; in code that names torch (its result
+    handed to torch) the same-dtype cast kept the broadcast's mark, a false warning."""
+    def pad_mask(m: Float[np.ndarray, "1 T"], b: Float[np.ndarray, "B"]
+                 ) -> Float[np.ndarray, "B T"]:
+        w = np.broadcast_to(m, (b.shape[0], m.shape[1])).astype("float32")
+        w[:, 0] = 0.0
+        return w
+    assert pad_mask(np.ones((1, 4), np.float32), np.ones(3)).shape == (3, 4)
+    r = verify(pad_mask, torch_style=True)
+    assert clean(r), str(r)
+    with pytest.raises(ValueError, match="read-only"):
+        np.broadcast_to(np.ones((1, 4), np.float32), (3, 4)).astype("float32", copy=False)[0] = 1
+
+
 def test_jax_vmap_maps_keyword_arguments_torch_s_does_not():
     """JAX maps keyword arguments over axis 0 whatever in_axes says; torch.vmap leaves them
     unmapped.  The model passed JAX's whole: a false return-shape error on correct code."""

@@ -420,7 +420,10 @@ class SymArray:
                 dtype = str(getattr(a, "dtype", a)).rpartition(".")[2]
         return self._cast("" if kw.get("copy") else dtype)  # copy=True: never itself
 
-    astype = type_as = to
+    type_as = to
+
+    def astype(self, *a: Any, copy: bool = True, **kw: Any) -> SymArray:  # NumPy's: a copy
+        return self.to(*a, copy=copy, **kw)
 
     # -- the protocols -----------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
