@@ -8,6 +8,7 @@ bug, on real arrays of its own library."""
 
 from __future__ import annotations
 
+import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -79,6 +80,12 @@ def test_a_transformed_function_closing_over_a_batch_is_traced():
         lambda p: torch.func.functional_call(lin, p, (x,)).sum())(dict(lin.named_parameters()))
     assert f(torch.ones(3, 8))["weight"].shape == (4, 8)
     r = verify(lambda x: f(x)["weight"], "B 8 => 4 8")
+    assert clean(r), str(r)
+    g = lambda x: torch.func.grad(functools.partial(  # noqa: E731  the batch bound by partial
+        lambda p, x: torch.func.functional_call(lin, p, (x,)).sum(), x=x))(
+            dict(lin.named_parameters()))
+    assert g(torch.ones(3, 8))["weight"].shape == (4, 8)
+    r = verify(lambda x: g(x)["weight"], "B 8 => 4 8")
     assert clean(r), str(r)
 
 

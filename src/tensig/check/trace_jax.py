@@ -451,12 +451,15 @@ def _vmap(original: Any) -> Any:
 
 def _traced(fun: Any, args: Any, depth: int = 3) -> bool:
     """Whether a transformation of ``fun`` on ``args`` is traced: the arguments hold symbolic
-    values, or the function's closure does, through the functions it holds (MAML's loss of a
-    batch, transformed over a module's real parameters: torch's own refuses the batch)."""
+    values, or the function's closure (a partial's bound values) does, through the functions it
+    holds (MAML's loss of a batch, transformed over a module's real parameters: torch's own
+    refuses the batch)."""
     if tracing._TRACER.get() is None:
         return False
     if sym_functions.has_sym(args):
         return True
+    if isinstance(fun, functools.partial):  # grad(partial(loss, batch=x)): its bound values
+        return _traced(fun.func, (fun.args, fun.keywords), depth)
     cells = []
     for cell in getattr(fun, "__closure__", None) or ():
         with contextlib.suppress(ValueError):  # an empty cell
