@@ -9,6 +9,7 @@ bug, on real arrays of its own library."""
 from __future__ import annotations
 
 import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -422,7 +422,7 @@ class SymArray:
 
     type_as = to
 
-    def astype(self, *a: Any, copy: bool = True, **kw: Any) -> SymArray:  # NumPy's: a copy
+    def astype(self, *a: Any, copy: Any = True, **kw: Any) -> SymArray:  # NumPy's: a copy
         return self.to(*a, copy=copy, **kw)
 
     # -- the protocols -----------------------------------------------------------------------
