@@ -214,6 +214,7 @@ def test_a_mapped_python_scalar_is_refused():
     for bad in (lambda x: jax.vmap(f)(x, train=True), lambda x: torch.vmap(f)(x, 2.0)):
         r = verify(bad, "B D => B D")
         assert kinds(r) == ["op-shape"] and "no axis 0" in str(r), str(r)
+        assert "functools.partial binds JAX's keywords" in str(r), str(r)  # in_axes can't
     ok = lambda x: jax.vmap(f, in_axes=(0, None))(x, True)  # noqa: E731
     assert ok(jnp.ones((3, 2))).shape == (3, 2)
     assert clean(verify(ok, "B D => B D"))

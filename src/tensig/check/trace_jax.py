@@ -375,7 +375,8 @@ def _unbatch(axis: Any, tree: Any, sizes: list[Dim]) -> Any:
         if isinstance(x, int | float | bool):  # JAX and torch refuse it (a training flag)
             tracer().report("op-shape", f"a mapped argument is a Python {type(x).__name__} "
                                         f"({x!r}), which has no axis {ax} to map (in_axes or "
-                                        f"in_dims None leaves it unmapped)")
+                                        f"in_dims None leaves a positional one unmapped, "
+                                        f"functools.partial binds JAX's keywords)")
             return x
         a = S._sym(x)
         i = S._axis(ax, a.ndim)
