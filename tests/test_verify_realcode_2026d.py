@@ -21,6 +21,7 @@ from arrays import clean, kinds, pair_holds
 from tensig import Float
 from tensig.check import trace_torch
 from tensig.check.testing import shape_for, sizes
+from tensig.check.tracer import SymArray
 from tensig.check.verify import verify
 from tensig.core.annotations import signature_of
 from test_verify_realcode_domains import _arguments, mixes_libraries, returns_declared
@@ -164,6 +165,9 @@ def test_a_view_or_a_same_dtype_cast_of_an_expand_shares_its_memory():
         assert _write_through(cast)(x, t).shape == (3, 4)
         r = verify(_write_through(cast))
         assert clean(r), str(r)
+    # a copy still casts: copy=True (astype's default) kept the float kind of an int cast
+    assert SymArray((), "f").to(torch.int64, copy=True).kind == "i"
+    assert SymArray((), "f").astype(int).kind == "i" and torch.zeros(2).to(torch.int64).is_signed()
 
 
 
