@@ -8,6 +8,8 @@ bug, on real arrays of its own library."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +21,7 @@ from arrays import clean, kinds, pair_holds
 from tensig import Float
 from tensig.check import trace_torch
 from tensig.check.testing import shape_for, sizes
+from tensig.check.tracer import SymArray
 from tensig.check.verify import verify
 from tensig.core.annotations import signature_of
 from test_verify_realcode_domains import _arguments, mixes_libraries, returns_declared
@@ -79,6 +82,12 @@ def test_a_transformed_function_closing_over_a_batch_is_traced():
         lambda p: torch.func.functional_call(lin, p, (x,)).sum())(dict(lin.named_parameters()))
     assert f(torch.ones(3, 8))["weight"].shape == (4, 8)
     r = verify(lambda x: f(x)["weight"], "B 8 => 4 8")
+    assert clean(r), str(r)
+    g = lambda x: torch.func.grad(functools.partial(  # noqa: E731  the batch bound by partial
+        lambda p, x: torch.func.functional_call(lin, p, (x,)).sum(), x=x))(
+            dict(lin.named_parameters()))
+    assert g(torch.ones(3, 8))["weight"].shape == (4, 8)
+    r = verify(lambda x: g(x)["weight"], "B 8 => 4 8")
     assert clean(r), str(r)
 
 
@@ -156,6 +165,26 @@ def test_a_view_or_a_same_dtype_cast_of_an_expand_shares_its_memory():
         assert _write_through(cast)(x, t).shape == (3, 4)
         r = verify(_write_through(cast))
         assert clean(r), str(r)
+    # a copy still casts: copy=True (astype's default) kept the float kind of an int cast
+    assert SymArray((), "f").to(torch.int64, copy=True).kind == "i"
+    assert SymArray((), "f").astype(int).kind == "i" and torch.zeros(2).to(torch.int64).is_signed()
+
+
+
+def test_numpy_s_astype_copies_in_code_that_names_torch():
+    """NumPy's astype copies unless told copy=False, to the dtype an array has too: a write into
+    a broadcast made writable by astype("float32") runs; in code that names torch (its result
+    handed to torch) the same-dtype cast kept the broadcast's mark, a false warning."""
+    def pad_mask(m: Float[np.ndarray, "1 T"], b: Float[np.ndarray, "B"]
+                 ) -> Float[np.ndarray, "B T"]:
+        w = np.broadcast_to(m, (b.shape[0], m.shape[1])).astype("float32")
+        w[:, 0] = 0.0
+        return w
+    assert pad_mask(np.ones((1, 4), np.float32), np.ones(3)).shape == (3, 4)
+    r = verify(pad_mask, torch_style=True)
+    assert clean(r), str(r)
+    with pytest.raises(ValueError, match="read-only"):
+        np.broadcast_to(np.ones((1, 4), np.float32), (3, 4)).astype("float32", copy=False)[0] = 1
 
 
 def test_jax_vmap_maps_keyword_arguments_torch_s_does_not():
@@ -189,6 +218,7 @@ def test_a_mapped_python_scalar_is_refused():
     for bad in (lambda x: jax.vmap(f)(x, train=True), lambda x: torch.vmap(f)(x, 2.0)):
         r = verify(bad, "B D => B D")
         assert kinds(r) == ["op-shape"] and "no axis 0" in str(r), str(r)
+        assert "functools.partial binds JAX's keywords" in str(r), str(r)  # in_axes can't
     ok = lambda x: jax.vmap(f, in_axes=(0, None))(x, True)  # noqa: E731
     assert ok(jnp.ones((3, 2))).shape == (3, 2)
     assert clean(verify(ok, "B D => B D"))

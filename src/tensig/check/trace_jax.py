@@ -372,7 +372,8 @@ def _unbatch(axis: Any, tree: Any, sizes: list[Dim]) -> Any:
         if isinstance(x, int | float | bool):  # JAX and torch refuse it (a training flag)
             tracer().report("op-shape", f"a mapped argument is a Python {type(x).__name__} "
                                         f"({x!r}), which has no axis {ax} to map (in_axes or "
-                                        f"in_dims None leaves it unmapped)")
+                                        f"in_dims None leaves a positional one unmapped, "
+                                        f"functools.partial binds JAX's keywords)")
             return x
         a = S._sym(x)
         i = S._axis(ax, a.ndim)
@@ -448,12 +449,15 @@ def _vmap(original: Any) -> Any:
 
 def _traced(fun: Any, args: Any, depth: int = 3) -> bool:
     """Whether a transformation of ``fun`` on ``args`` is traced: the arguments hold symbolic
-    values, or the function's closure does, through the functions it holds (MAML's loss of a
-    batch, transformed over a module's real parameters: torch's own refuses the batch)."""
+    values, or the function's closure (a partial's bound values) does, through the functions it
+    holds (MAML's loss of a batch, transformed over a module's real parameters: torch's own
+    refuses the batch)."""
     if tracing._TRACER.get() is None:
         return False
     if sym_functions.has_sym(args):
         return True
+    if isinstance(fun, functools.partial):  # grad(partial(loss, batch=x)): its bound values
+        return _traced(fun.func, (fun.args, fun.keywords), depth)
     cells = []
     for cell in getattr(fun, "__closure__", None) or ():
         with contextlib.suppress(ValueError):  # an empty cell

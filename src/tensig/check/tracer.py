@@ -399,12 +399,12 @@ class SymArray:
     def clip(self, *bounds: Any, **kw: Any) -> SymArray:
         return clip(self, *bounds, **kw)
 
-    def _cast(self, dtype: str) -> SymArray:
+    def _cast(self, dtype: str, copy: Any = False) -> SymArray:
         """A cast to ``dtype`` (a float's of a complex: its real part).  torch returns the
         tensor itself where it has that dtype, ``detach()`` a view: either shares memory
         (an expand's, written into: :func:`~tensig.check.broadcasting.write_shared`)."""
         out = SymArray(self.dims, kind_of(dtype) or self.kind, self.loose)
-        if dtype == DTYPES.get(self.kind) and _TORCH_STYLE.get():
+        if dtype == DTYPES.get(self.kind) and _TORCH_STYLE.get() and not copy:
             out.moved = self.moved
         return out
 
@@ -418,9 +418,12 @@ class SymArray:
         for a in (*args, kw.get("dtype")):  # a dtype, or an array: its dtype (x.to(other))
             if kind_of(a) is not None:
                 dtype = str(getattr(a, "dtype", a)).rpartition(".")[2]
-        return self._cast("" if kw.get("copy") else dtype)  # copy=True: never itself
+        return self._cast(dtype, kw.get("copy"))  # copy=True: never itself
 
-    astype = type_as = to
+    type_as = to
+
+    def astype(self, *a: Any, copy: Any = True, **kw: Any) -> SymArray:  # NumPy's: a copy
+        return self.to(*a, copy=copy, **kw)
 
     # -- the protocols -----------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
