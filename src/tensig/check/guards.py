@@ -17,6 +17,7 @@ the code raises AssertionError otherwise``).
 from __future__ import annotations
 
 import dis
+import functools
 import os
 import re
 from collections.abc import Callable
@@ -79,10 +80,11 @@ def _solved(sig: Any, diff: Dim, fresh: Callable[[str], Dim] | None = None
     return None
 
 
-def _over(name: str, k: int) -> str:
-    """The quotient's name: ``D_over4``; of a quotient, by the product (``D_over8``)."""
+def _quotient(k: int, name: str) -> Dim:
+    """``k`` times the quotient's new size: ``4*D_over4``; of a quotient, named by the product
+    (``D_over4`` as ``2*D_over8``)."""
     m = re.fullmatch(r"(.+)_over(\d+)", name)
-    return f"{m[1]}_over{int(m[2]) * k}" if m else f"{name}_over{k}"
+    return k * Dim.symbol(f"{m[1]}_over{int(m[2]) * k}" if m else f"{name}_over{k}")
 
 
 def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, tracing.Tracer]],
@@ -112,7 +114,7 @@ def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, trac
         division = tracer.remainder(a - b) if equal else None  # D % 4 == 0: D as 4*D_over4
         if division is not None and isinstance(division[1], int):
             n, k = division
-            solved = _solved(sig, n, lambda s: k * Dim.symbol(_over(s, k)))
+            solved = _solved(sig, n, functools.partial(_quotient, k))
             cond = f"requires {n} divisible by {k}"
         elif order or (equal and division is None):
             # an order forced to the side the witnesses are not on: b - a - 1 >= 0 for a < b
@@ -134,10 +136,11 @@ def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, trac
             said.append(tracing.Finding("assumption", f"{cond}: {why}; verified with {words}",
                                         *where))
         report, tracer = trace(sig, forced)
-        if tracer.raised == before[1].raised and tracer.guesses.keys() <= before[1].guesses.keys():
+        if tracer.raised == before[1].raised and \
+                tracer.guesses.keys() <= before[1].guesses.keys():
             # the same raise, and no condition it had not met: not this one's; undone
-            report, tracer, sig, forced, n = before
-            del said[n:]
+            report, tracer, sig, forced, kept = before
+            del said[kept:]
     if tracer.raised is not None and report.notes:
         return first[0]
     report.findings[:0] = said

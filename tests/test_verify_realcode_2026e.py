@@ -1,0 +1,176 @@
+"""verify on real-style code that validates its inputs (tests/verify_corpus/probe_2026e.py):
+Whisper's positional-table assert, Hugging Face attention's size checks, LLaMA-style rotary
+heads checked in helpers, timm's patch embedding ``_assert``s, a torchvision-style box check, a
+diffusers-style UNet whose sides must halve twice, S4's ``assert L <= l_max``, a stack checking
+every block, PPO's rollout assert, scikit-learn's ``X has %d features`` and ``len(X) ==
+len(y)``, framing's minimum length, Flax's attention asserts, a JAX GAE and patchify.  Each
+correct one verifies under the assumptions its guards make (said as warnings); each twin's bug,
+planted after the guards, is found.  Oracles: each correct one, run by its own library at sizes
+that meet its guards, returns the declared shape, and the shape verify derived (in the
+substituted sizes) evaluates to it; each guard raises at sizes that do not meet it; each bug
+fails at sizes that do."""
+
+from __future__ import annotations
+
+import dis
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from arrays import pair_holds
+from tensig import Float
+from tensig.check.testing import shape_for
+from tensig.check.verify import verify
+from tensig.core.annotations import signature_of
+from test_verify_realcode_domains import _arguments, mixes_libraries
+from verify_corpus.probe_2026e import ASSUMES, BREAKS, CASES, MEETS, STOPS, rotary_heads
+
+IDS = [c[0] for c in CASES]
+
+
+def test_the_corpus_mixes_the_three_libraries():
+    mixes_libraries(CASES, 20, 4)
+    assert set(MEETS) == set(IDS)
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=IDS)
+def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
+    pair_holds(name, good, bad, code, ASSUMES, STOPS)
+
+
+def _shapes(out) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(np.shape(o)) for o in (out if isinstance(out, tuple) else (out,)))
+
+
+def _declared(fn, env: dict[str, int]) -> tuple[tuple[int, ...], ...]:
+    result = signature_of(fn).result
+    return tuple(shape_for(m.shape, env) for m in (result if isinstance(result, tuple)
+                                                   else (result,)))
+
+
+def _substituted(verified, shapes: list[tuple[int, ...]], env: dict[str, int]
+                 ) -> dict[str, int]:
+    """``env`` extended to the sizes verify substituted for the guards (``D`` as
+    ``4*D_over4``, ``T`` as ``T_more + 15``): each new size solved from an axis of the real
+    arguments' ``shapes`` that it alone leaves unknown; then every axis of the substituted
+    signature ``verified`` must be the real one."""
+    env = dict(env)
+    axes = [(n, e) for shape, sub in zip(shapes, verified.args, strict=True)
+            for n, e in zip(shape, sub, strict=True)]
+    for _ in range(3):
+        for n, e in axes:
+            unknown = sorted(e.symbols - set(env))
+            if len(unknown) == 1:
+                hit = [v for v in range(1, 200) if e.evaluate({**env, unknown[0]: v}) == n]
+                assert len(hit) == 1, (n, e, env)
+                env[unknown[0]] = hit[0]
+    assert all(e.evaluate(env) == n for n, e in axes), (axes, env)  # the sizes meet the guards
+    return env
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=IDS)
+def test_correct_one_runs_where_its_guards_hold_as_verify_derived(name, good, bad, code):
+    """The oracle: run at sizes meeting its guards, the correct code returns its declared
+    shapes, and the result verify derived under the guards' substitutions is that shape."""
+    report = verify(good)
+    for seed, env in enumerate(MEETS[name]):
+        args = _arguments(good, env, seed)
+        got = _shapes(good(*args))
+        assert got == _declared(good, env), (name, env)
+        full = _substituted(report.signature, [tuple(a.shape) for a in args
+                                               if hasattr(a, "shape")], env)
+        derived = tuple(tuple(d.evaluate(full) for d in r) for r in report.result)
+        assert derived == got, (name, env, report.result)
+
+
+def _raised_by_user(e: BaseException) -> bool:
+    """Whether the innermost frame raised ``e`` by a ``raise`` statement (a guard's) rather
+    than an operator or a library call that refused its operands."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and any(i.offset == tb.tb_lasti and i.opname == "RAISE_VARARGS"
+                                  for i in dis.get_instructions(tb.tb_frame.f_code))
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=IDS)
+def test_each_bug_fails_where_the_guards_hold(name, good, bad, code):
+    """The planted bug is one after the guards: at sizes meeting them, its own library
+    raises (not the user's guard), or it returns a shape not declared, or (a reshape that
+    mixes axes, TS202) values the correct code does not give on the same arguments."""
+    for seed, env in enumerate(MEETS[name]):
+        args = _arguments(bad, env, seed)
+        try:
+            out = bad(*args)
+        except (ValueError, TypeError, RuntimeError, IndexError) as e:
+            assert not _raised_by_user(e), (name, e)
+            continue
+        if _shapes(out) == _declared(bad, env):
+            assert code == "TS202", (name, env)
+            assert not np.allclose(np.asarray(good(*args)), np.asarray(out)), (name, env)
+
+
+@pytest.mark.parametrize("name", sorted(BREAKS))
+def test_each_guard_raises_where_it_fails(name):
+    """The guards are real: at sizes that miss one, the correct code raises (so the
+    assumption verify states is the code's own requirement)."""
+    good = next(g for n, g, _, _ in CASES if n == name)
+    for env in BREAKS[name]:
+        with pytest.raises((AssertionError, ValueError, RuntimeError)):
+            good(*_arguments(good, env, 0))
+
+
+# -- the gaps the corpus closed, each fixed in src/tensig/check/guards.py ----------------------
+
+
+def test_a_forced_division_is_substituted_so_a_later_parity_check_agrees():
+    """``D % 4`` forced to 0 kept the prime witness (D = 11): the helper's ``(D // 4) % 2``
+    was decided at 11 // 4 = 2, against nothing the guard said, and ``arange(0, hd, 2)``
+    repeated twice was ``2*((D // 4 + 1) // 2)``, a false TS101.  Now D is ``4*D_over4``, the
+    helper's check a guard of its own: ``D_over4 = 2*D_over8``, and the shapes agree."""
+    r = verify(rotary_heads)
+    said = [f.message for f in r.findings]
+    assert len(said) == 2 and not r.errors and not r.notes, str(r)
+    assert said[0].startswith("requires D divisible by 4: the code raises ValueError") and \
+        said[0].endswith("verified with D = 4*D_over4"), said
+    assert said[1].startswith("requires D_over4 divisible by 2") and \
+        said[1].endswith("verified with D_over4 = 2*D_over8"), said
+    assert [str(d) for d in r.result[0]] == ["B", "4", "T", "2*D_over8"]
+    for d in (8, 16, 24):
+        assert rotary_heads(torch.ones(2, 3, d)).shape == (2, 4, 3, d // 4)
+    for d in (12, 10):  # a head of 3; no 4 heads
+        with pytest.raises(ValueError):
+            rotary_heads(torch.ones(2, 3, d))
+
+
+def deferred_check(x: Float[torch.Tensor, "B C H W"]
+                   ) -> Float[torch.Tensor, "B C H//2 W//2"]:
+    """The sides' check made first and raised on after a branch that only warns (a wide
+    input's slow path): the raise is the check's, not the branch's."""
+    _, _, H, W = x.shape
+    even = H % 2 == 0 and W % 2 == 0
+    if W > 64:
+        x = x.contiguous(memory_format=torch.channels_last)
+    if not even:
+        raise ValueError(f"sides must be even, got {H}x{W}")
+    return F.avg_pool2d(x, 2)
+
+
+def test_a_flip_that_meets_the_same_raise_is_undone():
+    """The latest condition before the raise was ``W > 64``; forced and substituted (W as
+    W_more + 64), the trace met the same raise and no new condition, yet the flip stayed:
+    the report said 'assumes W > 64: the code raises ValueError otherwise', false (torch runs
+    it at W = 10), and nothing below 64 was traced.  Now that flip is undone."""
+    assert deferred_check(torch.ones(1, 2, 4, 10)).shape == (1, 2, 2, 5)
+    assert deferred_check(torch.ones(1, 2, 4, 100)).shape == (1, 2, 2, 50)
+    with pytest.raises(ValueError):
+        deferred_check(torch.ones(1, 2, 4, 9))
+    r = verify(deferred_check)
+    assert not r.errors and not r.notes, str(r)
+    said = [f.message for f in r.findings]
+    assert not any("W > 64: the code raises" in s for s in said), said
+    assert any(s.startswith("requires H divisible by 2") for s in said), said
+    assert any(s.startswith("requires W divisible by 2") for s in said), said
+    assert any("traced for one side only" in s and "64" in s for s in said), said
