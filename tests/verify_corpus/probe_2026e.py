@@ -158,6 +158,21 @@ def rotary_heads_bug(x: Float[torch.Tensor, "B T D"]) -> Float[torch.Tensor, "B 
     return h * cos + torch.cat([-x2, x1], -1) * sin
 
 
+def flash_heads(q: Float[torch.Tensor, "B T H D"], k: Float[torch.Tensor, "B S H D"]
+                ) -> Float[torch.Tensor, "B H T S"]:
+    """A fused-attention wrapper's head-width check (FlashAttention's kernels come in a few
+    widths), then scaled scores in the heads-first layout."""
+    if q.shape[-1] not in (64, 128):
+        raise ValueError(f"only head dimensions 64 and 128 are supported, got {q.shape[-1]}")
+    return q.transpose(1, 2) @ k.permute(0, 2, 3, 1) * q.shape[-1] ** -0.5
+
+
+def flash_heads_bug(q: Float[torch.Tensor, "B T H D"], k: Float[torch.Tensor, "B S H D"]
+                    ) -> Float[torch.Tensor, "B H T S"]:
+    if q.shape[-1] not in (64, 128):
+        raise ValueError(f"only head dimensions 64 and 128 are supported, got {q.shape[-1]}")
+    return q.transpose(1, 2) @ k.transpose(1, 2) * q.shape[-1] ** -0.5  # BUG: k not transposed
+
 # -- vision: timm-style patch embedding, ViT position table, detection transform, UNet --------
 
 
@@ -454,6 +469,21 @@ def scaler_transform_bug(X: Float[np.ndarray, "N D"]) -> Float[np.ndarray, "N D"
     return (X - SCALER_MEAN) / SCALER_SCALE[:, None]  # BUG: [5, 1] against [N, 5]
 
 
+def weighted_features(X: Float[np.ndarray, "N D"], w: Float[np.ndarray, "E"]
+                      ) -> Float[np.ndarray, "N D"]:
+    """Per-feature weights, or one shared weight (scikit-learn's sample-weight style check:
+    as many entries as features, or 1)."""
+    if w.shape[0] not in (X.shape[1], 1):
+        raise ValueError(f"w has {w.shape[0]} entries, expected {X.shape[1]} or 1")
+    return X * w / np.abs(w).sum()
+
+
+def weighted_features_bug(X: Float[np.ndarray, "N D"], w: Float[np.ndarray, "E"]
+                          ) -> Float[np.ndarray, "N D"]:
+    if w.shape[0] not in (X.shape[1], 1):
+        raise ValueError(f"w has {w.shape[0]} entries, expected {X.shape[1]} or 1")
+    return X * w[:, None] / np.abs(w).sum()  # BUG: [E, 1], weights down the samples
+
 def ridge_fit(X: Float[np.ndarray, "N D"], y: Float[np.ndarray, "M"], lam: float = 0.1
               ) -> Float[np.ndarray, "D"]:
     """Ridge regression by its normal equations; samples and targets must pair up."""
@@ -642,6 +672,7 @@ CASES = [
     ("whisper position table", whisper_pos, whisper_pos_bug, "TS101"),
     ("hf attention checks", hf_attention, hf_attention_bug, "TS202"),
     ("rotary helper guards", rotary_heads, rotary_heads_bug, "TS101"),
+    ("flash head dims", flash_heads, flash_heads_bug, "TS102"),
     ("timm patch embed", vit_tokens, vit_tokens_bug, "TS101"),
     ("vit pos-embed resize", resize_pos_embed, resize_pos_embed_bug, "TS202"),
     ("detection transform", detection_targets, detection_targets_bug, "TS101"),
@@ -651,6 +682,7 @@ CASES = [
     ("ppo rollout assert", ppo_loss, ppo_loss_bug, "TS101"),
     ("two-tower retrieval", two_tower_scores, two_tower_scores_bug, "TS103"),
     ("standard scaler", scaler_transform, scaler_transform_bug, "TS101"),
+    ("per-feature or shared weight", weighted_features, weighted_features_bug, "TS101"),
     ("ridge len assert", ridge_fit, ridge_fit_bug, "TS102"),
     ("framing min length", frame_signal, frame_signal_bug, "TS101"),
     ("pca min check", pca_project, pca_project_bug, "TS102"),
@@ -667,6 +699,9 @@ MEETS: dict[str, list[dict[str, int]]] = {
     "whisper position table": [{"B": 2, "T": 6}, {"B": 5, "T": 6}],
     "hf attention checks": [{"B": 2, "T": 5, "S": 7, "D": 8}, {"B": 3, "T": 4, "S": 2, "D": 12}],
     "rotary helper guards": [{"B": 2, "T": 5, "D": 16}, {"B": 3, "T": 7, "D": 24}],
+    "flash head dims": [{"B": 2, "T": 3, "H": 2, "D": 64, "S": 5},
+                        {"B": 1, "T": 4, "H": 3, "D": 128, "S": 2}],
+    "per-feature or shared weight": [{"N": 4, "D": 3, "E": 1}, {"N": 5, "D": 6, "E": 6}],
     "timm patch embed": [{"B": 2, "H": 32, "W": 32}, {"B": 3, "H": 32, "W": 32}],
     "vit pos-embed resize": [{"N": 9, "D": 6}, {"N": 16, "D": 5}],
     "detection transform": [{"C": 3, "H": 7, "W": 9, "N": 5, "K": 4},
@@ -695,12 +730,13 @@ ASSUMES: dict[str, str] = {
                               "verified with T = 6",
     "hf attention checks": "requires D divisible by 4: the code raises ValueError otherwise",
     "rotary helper guards": "requires D_over4 divisible by 2: the code raises ValueError",
+    "flash head dims": "assumes D == 128: one way past the code's ValueError",
+    "per-feature or shared weight": "assumes E == 1: one way past the code's ValueError",
     "timm patch embed": "assumes W == 32: the code raises AssertionError otherwise; verified "
                         "with W = 32",
     "vit pos-embed resize": "assumes N is a square, N_root**2",
     "detection transform": "assumes K == 4: the code raises ValueError otherwise",
-    "unet sides": "requires W divisible by 4: the code raises ValueError otherwise "
-                  "(probe_2026e.py:266); verified with W = 4*W_over4",
+    "unet sides": "verified with W = 4*W_over4",
     "s4 l_max": "assumes L <= 64",
     "checked residual stack": "assumes D == 12: the code raises ValueError otherwise",
     "ppo rollout assert": "assumes N == M: the code raises AssertionError otherwise; "
@@ -708,8 +744,7 @@ ASSUMES: dict[str, str] = {
     "two-tower retrieval": "assumes D == E: the code raises ValueError otherwise",
     "standard scaler": "assumes D == 5: the code raises ValueError otherwise",
     "ridge len assert": "assumes N == M: the code raises AssertionError otherwise",
-    "framing min length": "assumes not (T < 16): the code raises ValueError otherwise "
-                          "(probe_2026e.py:477); verified with T = T_more + 15",
+    "framing min length": "verified with T = T_more + 15",
     "pca min check": "assumes not (N < 3)",
     "factorization machine": "assumes F == H: the code raises AssertionError otherwise",
     "paired cosine": "assumes D == E: the code raises ValueError otherwise",
@@ -728,6 +763,8 @@ BREAKS: dict[str, list[dict[str, int]]] = {
     "whisper position table": [{"B": 2, "T": 7}],
     "hf attention checks": [{"B": 2, "T": 5, "S": 7, "D": 10}],
     "rotary helper guards": [{"B": 2, "T": 5, "D": 12}, {"B": 2, "T": 5, "D": 10}],
+    "flash head dims": [{"B": 2, "T": 3, "H": 2, "D": 96, "S": 5}],
+    "per-feature or shared weight": [{"N": 4, "D": 3, "E": 2}],
     "timm patch embed": [{"B": 2, "H": 32, "W": 24}, {"B": 2, "H": 40, "W": 32}],
     "vit pos-embed resize": [{"N": 10, "D": 6}],
     "detection transform": [{"C": 3, "H": 7, "W": 9, "N": 5, "K": 5}],

@@ -87,6 +87,10 @@ def _quotient(k: int, name: str) -> Dim:
     return k * Dim.symbol(f"{m[1]}_over{int(m[2]) * k}" if m else f"{name}_over{k}")
 
 
+_State = tuple[Any, tracing.Tracer, Any, dict[str, tuple[bool, str]], list[tracing.Finding],
+               set[str]]  # report, tracer, signature, forced, said, tried
+
+
 def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, tracing.Tracer]],
              sig: Any) -> Any:
     """The report of ``trace(signature, forced)`` (verify's trace of the function), traced
@@ -94,19 +98,42 @@ def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, trac
     witnesses forced to its other side or, an equality, substituted; at most :data:`TRIES`
     more times.  A flip that reaches the same raise and decides no new condition on the way is
     undone (the raise was not its: ``ok = D % 4 == 0`` before an ``if D > 64`` and ``if not
-    ok: raise``), and the one before it tried.  Where none gets past the raises, the first
-    report (its note says where it stopped)."""
-    report, tracer = first = trace(sig, {})
-    forced: dict[str, tuple[bool, str]] = {}
-    said: list[tracing.Finding] = []
-    tried: set[str] = set()
+    ok: raise``), and the one before it tried.  A guard with another way past it on its line
+    (``E in (D, 1)``) is traced past that way too, and what it finds is added: a bug at
+    ``E == D`` is not hidden by a trace at ``E == 1``.  Where none gets past the raises, the
+    first report (its note says where it stopped)."""
+    first = trace(sig, {})
+    others: list[_State] = []
+    report, tracer, said = _past(trace, (*first, sig, {}, [], set()), others)
+    if tracer.raised is not None and report.notes:
+        return first[0]
+    for state in others[:1]:  # the other way past (one: each costs up to TRIES traces)
+        other, t, more = _past(trace, state, [])
+        if t.raised is None or not other.notes:
+            report.findings += [f for f in more + other.findings
+                                if f not in said and f not in report.findings]
+    report.findings[:0] = said
+    return report
+
+
+def _past(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, tracing.Tracer]],
+          state: _State, others: list[_State]) -> tuple[Any, tracing.Tracer,
+                                                         list[tracing.Finding]]:
+    """:func:`retraced`'s flips from ``state``: the last report, its tracer and what it
+    assumed; each flip with another way past its guard noted in ``others``."""
+    report, tracer, sig, forced, said, tried = state
+    said, tried = list(said), set(tried)
     for _ in range(TRIES):
         text = next((t for t in reversed(tracer.guesses) if t not in tried), None)
         if tracer.raised is None or not report.notes or text is None:
             break
         kind, (file, line) = tracer.raised
         value, where, sides = tracer.guesses[text]
-        why = f"the code raises {kind} otherwise" + ("" if (file, line) == where else
+        # another condition undecided on the guard's line (``D in (64, 128)``, ``E == D or E
+        # == 1``): this side gets past the raise, the code may accept the others' too
+        alternative = any(w == where for t, (_, w, _) in tracer.guesses.items() if t != text)
+        why = (f"one way past the code's {kind}" if alternative else
+               f"the code raises {kind} otherwise") + ("" if (file, line) == where else
                                                      f" ({os.path.basename(file or '')}:{line})")
         a, op, b = sides or (Dim.const(0), "", Dim.const(0))
         order = _ORDER.get(op)
@@ -127,6 +154,8 @@ def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, trac
             cond = "assumes " + (f"not ({text})" if value else text)
         else:
             solved = None
+        if alternative:
+            others.append((report, tracer, sig, forced, list(said), tried | {text}))
         tried.add(text)
         before = report, tracer, sig, forced, len(said)
         if solved is None:  # a division in a product of sizes (H*W % 4 == 0): required
@@ -141,7 +170,4 @@ def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, trac
             # the same raise, and no condition it had not met: not this one's; undone
             report, tracer, sig, forced, kept = before
             del said[kept:]
-    if tracer.raised is not None and report.notes:
-        return first[0]
-    report.findings[:0] = said
-    return report
+    return report, tracer, said
