@@ -13,6 +13,7 @@ fails at sizes that do."""
 from __future__ import annotations
 
 import dis
+import math
 
 import numpy as np
 import pytest
@@ -212,3 +213,23 @@ def test_each_way_past_a_disjunctive_guard_is_traced():
     assert not r.errors and not r.notes, str(r)
     rb = verify(weighted_features_bug)
     assert [f.code for f in rb.errors] == ["TS101"] and "[D, 1]" in str(rb), str(rb)
+
+
+def narrow_guard(x: Float[np.ndarray, "N D"]) -> Float[np.ndarray, "N D"]:
+    if x.shape[1] * 0.75 < 6:
+        raise ValueError("too few features after dropping a quarter")
+    if math.sqrt(x.shape[1]) > 8:
+        x = x / math.sqrt(x.shape[1])
+    return x
+
+
+def test_a_float_condition_is_said_in_sizes_not_at_the_witness():
+    """A number computed from a size with a float is compared at the witness; its condition
+    printed that value (``assumes not (8.25 < 6)``), which names no size.  Now the size's
+    expression where one is known: ``3*D / 4``, ``sqrt(D)``."""
+    assert narrow_guard(np.ones((2, 8))).shape == (2, 8)
+    with pytest.raises(ValueError):
+        narrow_guard(np.ones((2, 7)))
+    said = [f.message for f in verify(narrow_guard).findings]
+    assert any(s.startswith("assumes not (3*D / 4 < 6)") for s in said), said
+    assert any(s.startswith("assumes not (sqrt(D) > 8)") for s in said), said

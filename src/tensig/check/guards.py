@@ -154,10 +154,9 @@ def _past(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, tracing
             cond = "assumes " + (f"not ({text})" if value else text)
         else:
             solved = None
-        if alternative:
-            others.append((report, tracer, sig, forced, list(said), tried | {text}))
         tried.add(text)
-        before = report, tracer, sig, forced, len(said)
+        before = report, tracer, sig, forced, list(said), set(tried)
+        others += [before] if alternative else []
         if solved is None:  # a division in a product of sizes (H*W % 4 == 0): required
             forced = {**forced, text: (not value, why)}
         else:
@@ -168,6 +167,5 @@ def _past(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, tracing
         if tracer.raised == before[1].raised and \
                 tracer.guesses.keys() <= before[1].guesses.keys():
             # the same raise, and no condition it had not met: not this one's; undone
-            report, tracer, sig, forced, kept = before
-            del said[kept:]
+            report, tracer, sig, forced, said, _ = before
     return report, tracer, said
