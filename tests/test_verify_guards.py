@@ -213,8 +213,8 @@ def test_the_oracle_runs_each_correct_one_where_its_guard_holds_and_raises_where
 
 def test_the_guards_verification_matches_torch_at_a_size_that_meets_it():
     """The result verify reports, evaluated where the guard holds, is what torch returns."""
-    r = verify(patch_embed)
-    sizes = {"B": 2, "C": 3, "H": 32, "W": 48, "E": 7}
+    r = verify(patch_embed)  # H = 32 and W = 48: H as 16*H_over16, W as 16*W_over16
+    sizes = {"B": 2, "C": 3, "H_over16": 2, "W_over16": 3, "E": 7}
     assert tuple(d.evaluate(sizes) for d in r.result[0]) == (2, 6, 7)
 
 
@@ -322,7 +322,8 @@ def checked_twice(x: Float[np.ndarray, "N D"]) -> Float[np.ndarray, "N 4 D//4"]:
 def test_a_forced_condition_decides_alike_wherever_it_is_asked():
     r = verify(checked_twice)
     assert [f.message for f in r] == ["requires D divisible by 4: the code raises "
-                                      "AssertionError otherwise"] and not r.notes, str(r)
+                                      "AssertionError otherwise; verified with D = 4*D_over4"] \
+        and not r.notes, str(r)
     assert checked_twice(np.ones((3, 8))).shape == (3, 4, 2)
     with pytest.raises(AssertionError):
         checked_twice(np.ones((3, 6)))

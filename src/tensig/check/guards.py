@@ -17,7 +17,9 @@ the code raises AssertionError otherwise``).
 from __future__ import annotations
 
 import dis
+import functools
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -58,18 +60,19 @@ def user_raise(e: BaseException) -> tuple[str, tracing.Where] | None:
     return type(e).__name__, (frames[-1].tb_frame.f_code.co_filename, frames[-1].tb_lineno)
 
 
-def _solved(sig: Any, diff: Dim, order: bool) -> tuple[Any, str] | None:
-    """The signature with ``diff == 0`` (``order``: ``diff >= 0``) solved for one of its
-    symbols, the last first (``H == W``: ``W`` as ``H``; ``D >= 64``: ``D`` as ``D_more + 63``,
-    a new size at least 1, so that every later decision at the witnesses is on the forced
-    side), in its other symbols and numbers only; and the substitution in words.  None where
-    no symbol solves."""
+def _solved(sig: Any, diff: Dim, fresh: Callable[[str], Dim] | None = None
+            ) -> tuple[Any, str] | None:
+    """The signature with ``diff == 0`` solved for one of its symbols, the last first
+    (``H == W``: ``W`` as ``H``), or with ``diff == fresh(name)``, a new size at least 1
+    (``D >= 64``: ``D`` as ``D_more + 63``; ``D % 4 == 0``: ``D`` as ``4*D_over4``), so that
+    every later decision at the witnesses is on the forced side; in its other symbols and
+    numbers only; and the substitution in words.  None where no symbol solves."""
     for name in reversed([s for s in sig.symbols if s in diff.symbols]):
-        more = Dim.symbol(f"{name}_more")
+        new = fresh(name) if fresh else Dim.const(0)
         try:
-            value, conditions = (diff - more + 1 if order else diff).solve_for(name)
-            if conditions or not value.symbols <= (set(sig.symbols) - {name}) | \
-                    (more.symbols if order else set()) or (order and not value >= 1):
+            value, conditions = (diff - new).solve_for(name)
+            if conditions or not value.symbols <= (set(sig.symbols) - {name}) | new.symbols \
+                    or (fresh and not value >= 1):
                 continue
         except (ValueError, InconclusiveError):
             continue
@@ -77,42 +80,92 @@ def _solved(sig: Any, diff: Dim, order: bool) -> tuple[Any, str] | None:
     return None
 
 
+def _quotient(k: int, name: str) -> Dim:
+    """``k`` times the quotient's new size: ``4*D_over4``; of a quotient, named by the product
+    (``D_over4`` as ``2*D_over8``)."""
+    m = re.fullmatch(r"(.+)_over(\d+)", name)
+    return k * Dim.symbol(f"{m[1]}_over{int(m[2]) * k}" if m else f"{name}_over{k}")
+
+
+_State = tuple[Any, tracing.Tracer, Any, dict[str, tuple[bool, str]], list[tracing.Finding],
+               set[str]]  # report, tracer, signature, forced, said, tried
+
+
 def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, tracing.Tracer]],
              sig: Any) -> Any:
     """The report of ``trace(signature, forced)`` (verify's trace of the function), traced
     again while it stops at a user's raise, with the latest condition decided at the
     witnesses forced to its other side or, an equality, substituted; at most :data:`TRIES`
-    more times.  Where none gets past the raises, the first report (its note says where it
-    stopped)."""
-    report, tracer = first = trace(sig, {})
-    forced: dict[str, tuple[bool, str]] = {}
-    said: list[tracing.Finding] = []
+    more times.  A flip that reaches the same raise and decides no new condition on the way is
+    undone (the raise was not its: ``ok = D % 4 == 0`` before an ``if D > 64`` and ``if not
+    ok: raise``), and the one before it tried.  A guard with another way past it on its line
+    (``E in (D, 1)``) is traced past that way too, and what it finds is added: a bug at
+    ``E == D`` is not hidden by a trace at ``E == 1``.  Where none gets past the raises, the
+    first report (its note says where it stopped)."""
+    first = trace(sig, {})
+    others: list[_State] = []
+    report, tracer, said = _past(trace, (*first, sig, {}, [], set()), others)
+    if tracer.raised is not None and report.notes:
+        return first[0]
+    for state in others[:1]:  # the other way past (one: each costs up to TRIES traces)
+        other, t, more = _past(trace, state, [])
+        if t.raised is None or not other.notes:
+            report.findings += [f for f in more + other.findings
+                                if f not in said and f not in report.findings]
+    report.findings[:0] = said
+    return report
+
+
+def _past(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, tracing.Tracer]],
+          state: _State, others: list[_State]) -> tuple[Any, tracing.Tracer,
+                                                         list[tracing.Finding]]:
+    """:func:`retraced`'s flips from ``state``: the last report, its tracer and what it
+    assumed; each flip with another way past its guard noted in ``others``."""
+    report, tracer, sig, forced, said, tried = state
+    said, tried = list(said), set(tried)
     for _ in range(TRIES):
-        text = next((t for t in reversed(tracer.guesses) if t not in forced), None)
+        text = next((t for t in reversed(tracer.guesses) if t not in tried), None)
         if tracer.raised is None or not report.notes or text is None:
             break
         kind, (file, line) = tracer.raised
         value, where, sides = tracer.guesses[text]
-        why = f"the code raises {kind} otherwise" + ("" if (file, line) == where else
+        # another condition undecided on the guard's line (``D in (64, 128)``, ``E == D or E
+        # == 1``): this side gets past the raise, the code may accept the others' too
+        alternative = any(w == where for t, (_, w, _) in tracer.guesses.items() if t != text)
+        why = (f"one way past the code's {kind}" if alternative else
+               f"the code raises {kind} otherwise") + ("" if (file, line) == where else
                                                      f" ({os.path.basename(file or '')}:{line})")
         a, op, b = sides or (Dim.const(0), "", Dim.const(0))
         order = _ORDER.get(op)
-        if order or (op in ("==", "!=") and value != (op == "==")
-                     and tracer.remainder(a - b) is None):  # an equality, not D % 4 == 0
+        equal = op in ("==", "!=") and value != (op == "==")  # forced: a == b
+        division = tracer.remainder(a - b) if equal else None  # D % 4 == 0: D as 4*D_over4
+        if division is not None and isinstance(division[1], int):
+            n, k = division
+            solved = _solved(sig, n, functools.partial(_quotient, k))
+            cond = f"requires {n} divisible by {k}"
+        elif order or (equal and division is None):
             # an order forced to the side the witnesses are not on: b - a - 1 >= 0 for a < b
             sign, strict = order or (1, 0)
             diff = sign * (b - a) - strict if not value else sign * (a - b) - (1 - strict)
-            solved = _solved(sig, diff if order else a - b, bool(order))
+            solved = _solved(sig, diff, lambda s: Dim.symbol(f"{s}_more") - 1) if order \
+                else _solved(sig, a - b)
             if solved is None:
                 break  # forced, a condition the algebra would not know: wrong checks after it
-            sig, words = solved
-            cond = f"not ({text})" if value else text
-            said.append(tracing.Finding("assumption", f"assumes {cond}: {why}; verified with "
-                                        f"{words}", *where))
+            cond = "assumes " + (f"not ({text})" if value else text)
         else:
+            solved = None
+        tried.add(text)
+        before = report, tracer, sig, forced, list(said), set(tried)
+        others += [before] if alternative else []
+        if solved is None:  # a division in a product of sizes (H*W % 4 == 0): required
             forced = {**forced, text: (not value, why)}
+        else:
+            sig, words = solved
+            said.append(tracing.Finding("assumption", f"{cond}: {why}; verified with {words}",
+                                        *where))
         report, tracer = trace(sig, forced)
-    if tracer.raised is not None and report.notes:
-        return first[0]
-    report.findings[:0] = said
-    return report
+        if tracer.raised == before[1].raised and \
+                tracer.guesses.keys() <= before[1].guesses.keys():
+            # the same raise, and no condition it had not met: not this one's; undone
+            report, tracer, sig, forced, said, _ = before
+    return report, tracer, said

@@ -118,8 +118,10 @@ class SymFloat(float):
         if not isinstance(other, int | float | SymSize):
             return NotImplemented
         witness = fn(float(self), float(other))
-        if findings.user_code(sys._getframe(1).f_code.co_filename):
-            return decide(f"{float(self)!r} {name} {getattr(other, 'dim', other)}", witness,
+        if findings.user_code(sys._getframe(1).f_code.co_filename):  # said in sizes if known
+            text = f"{self.exact[0]} / {self.exact[1]}" if self.exact else \
+                f"sqrt({self.root})" if self.root is not None else repr(float(self))
+            return decide(f"{text} {name} {getattr(other, 'dim', other)}", witness,
                           why="a number computed from sizes with a float (its value at the "
                               "witness sizes), compared there only")
         return witness
