@@ -293,6 +293,28 @@ def test_two_floor_terms_of_one_size_are_solved_on_each_residue_class(compiled, 
 
 
 @pytest.mark.parametrize("compiled", [True, False])
+def test_a_use_is_solved_on_residue_classes_only_when_they_are_few(compiled):
+    """``T//61 + T%67`` has 4087 classes modulo its period: a substitution each took seconds
+    at the first call and held their coefficients in the cache, so past 256 classes a use is
+    left unchecked; ``T % 1024`` (constant on each class) is still evaluated over one period."""
+    from tensig.core.search import _classes
+
+    t = Dim.symbol("T")
+    assert _classes(t // 61 + t % 67, "T") is None
+    assert len(_classes(t // 16 - t % 256, "T") or []) == 256
+
+    def f(x: Float[np.ndarray, "T//61 + T%67"]): ...
+
+    def h(x: Float[np.ndarray, "T % 1024"]): ...
+
+    shaped(compiled=compiled)(f)(z(1000 // 61 + 1000 % 67))
+    g = shaped(compiled=compiled)(h)
+    g(z(1000))
+    with pytest.raises(SignatureError, match="no whole T >= 0 gives T % 1024 = 1024"):
+        g(z(1024))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
 def test_a_floor_use_with_one_root_binds_its_name(compiled):
     """``2*T - T//2`` (not monotone by its coefficients) of size 5 has one root, 3: it binds
     ``T``, so the return value is checked; size 4 has none."""

@@ -29,6 +29,7 @@ __all__ = ["settle"]
 
 _MAX_DEGREE = 8  # a polynomial use of higher degree is left undecided
 _LISTED = 4096  # the most solutions a mismatch evaluates a use at (a period is at most this)
+_CLASSES = 256  # the most residue classes a use is solved on (a substitution each, cached)
 
 
 class _Use(NamedTuple):
@@ -87,11 +88,12 @@ def _bind_one_name(solver: Solver, uses: list[_Use]) -> bool:
         if len(use.form.symbols) != 1:
             continue
         var, classes = use.rel.names[use.name].root(), None
-        if not _grows(use.form, False) and (classes := _classes(use.form, use.name)) is None:
-            continue  # a class past _MAX_DEGREE, or more of them than _LISTED
-        if classes is not None and all(len(c) <= 1 for c in classes):
-            periodic.setdefault(var, []).append((use, len(classes)))  # b % 2: each constant
+        if all(isinstance(a, Mod) for m in use.form.terms for a, _ in m):  # b % 2: constant
+            if (cycle := period(use.form)) <= _LISTED:  # on each class, evaluated by _cut
+                periodic.setdefault(var, []).append((use, cycle))
             continue
+        if not _grows(use.form, False) and (classes := _classes(use.form, use.name)) is None:
+            continue  # a class past _MAX_DEGREE, or more of them than _CLASSES
         found = _growing_roots(use.at, use.size) if classes is None else \
             _class_roots(classes, use.size)
         if found is not None:
@@ -283,14 +285,15 @@ def _pieces(coefficients: list[int], lo: int, hi: int) -> list[tuple[int, int]]:
     return out
 
 
-@functools.lru_cache(maxsize=1024)  # a call's form, again at the next call of the same sizes
+@functools.lru_cache(maxsize=256)  # a call's form, again at the next call of the same sizes
 def _classes(form: Dim, name: str) -> list[list[int]] | None:
     """``form`` on each class ``P*t + r`` of its name modulo its :func:`period` ``P`` (on which
     its ``//`` and ``%`` are polynomials, ``T // 2 - T // 3`` at ``6*t + 2`` is ``t + 1``): the
     coefficients of each class's polynomial in ``t``, ``r`` in order; ``None`` where ``P`` is
-    past ``_LISTED`` or a class's degree past ``_MAX_DEGREE``."""
+    past ``_CLASSES`` (``T//61 + T%67``: 4087 substitutions took seconds, and held their
+    coefficients in the cache) or a class's degree past ``_MAX_DEGREE``."""
     p = period(form)
-    if p > _LISTED:
+    if p > _CLASSES:
         return None
     out = [_coefficients(form.subs({name: Dim.symbol(name) * p + r})) for r in range(p)]
     return None if None in out else out  # type: ignore[return-value]  # None ruled out
