@@ -439,3 +439,18 @@ def test_a_second_divisibility_is_substituted_with_the_factor_it_shares():
     r = verify(in_steps)  # was: D = 4*D_over8, then 8*D_over64 (the names not the quotients)
     assert not r.errors and not r.notes, str(r)
     assert "verified with D_over4 = 2*D_over8" in str(r), str(r)
+
+
+def three_widths(x: Float[torch.Tensor, "B D"]) -> Float[torch.Tensor, "B D"]:
+    """Three ways past one guard, a bug at the first only."""
+    if x.shape[1] not in (32, 64, 128):
+        raise ValueError("the width must be 32, 64 or 128")
+    return x[:, :1] if x.shape[1] == 32 else x  # bug at 32
+
+
+def test_every_way_past_a_guard_is_traced_not_only_two():
+    assert three_widths(torch.zeros(2, 64)).shape == (2, 64)
+    assert three_widths(torch.zeros(2, 32)).shape != (2, 32)  # the bug, at a size it accepts
+    r = verify(three_widths)  # was: traced at 128 and 64 only, no error
+    assert [f.kind for f in r.errors] == ["return-shape"], str(r)
+    assert "assumes D == 32: one way past" in str(r), str(r)

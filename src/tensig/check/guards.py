@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import itertools
 import math
 import os
 import re
@@ -105,15 +106,18 @@ def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, trac
     undone (the raise was not its: ``ok = D % 4 == 0`` before an ``if D > 64`` and ``if not
     ok: raise``), and the one before it tried.  A guard with another way past it on its line
     (``E in (D, 1)``) is traced past that way too, and what it finds is added: a bug at
-    ``E == D`` is not hidden by a trace at ``E == 1``.  Where none gets past the raises, the
+    ``E == D`` is not hidden by a trace at ``E == 1`` (:data:`TRIES` other ways at most, so
+    ``1 + TRIES * (1 + TRIES)`` traces in all).  Where none gets past the raises, the
     first report (its note says where it stopped)."""
     first = trace(sig, {})
     others: list[_State] = []
     report, tracer, said = _past(trace, (*first, sig, {}, [], set()), others)
     if tracer.raised is not None and report.notes:
         return first[0]
-    for state in others[:1]:  # the other way past (one: each costs up to TRIES traces)
-        other, t, more = _past(trace, state, [])
+    # the other ways past (``D in (32, 64, 128)``: each found on the way, TRIES at most, each
+    # costing up to TRIES traces)
+    for state in itertools.islice(others, TRIES):  # sees those appended on the way
+        other, t, more = _past(trace, state, others)
         if t.raised is None or not other.notes:
             report.findings += [f for f in more + other.findings
                                 if f not in said and f not in report.findings]
