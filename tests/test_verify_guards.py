@@ -403,3 +403,54 @@ def test_torch_assert_and_check_are_the_users_guards():
         timm_patch_embed(torch.randn(2, 3, 7, 12), w)
     with pytest.raises(RuntimeError):
         timm_patch_embed(torch.randn(2, 3, 8, 13), w)
+
+
+def twelve_groups(x: Float[torch.Tensor, "B D"]) -> Float[torch.Tensor, "B D"]:
+    """Two divisibility guards whose factors share 2 (D % 4, then D % 6: D a multiple of 12),
+    then a branch on D % 3 that they decide and 12 groups of D // 12."""
+    d = x.shape[1]
+    assert d % 4 == 0
+    assert d % 6 == 0
+    if d % 3 != 0:
+        return x[:, :1]
+    return x.view(x.shape[0], 12, d // 12).reshape(x.shape[0], d)
+
+
+def in_steps(x: Float[torch.Tensor, "B D"]) -> Float[torch.Tensor, "B D"]:
+    """A loop of guards on the same size: D % 2, 4, 8 (D a multiple of 8)."""
+    for k in (2, 4, 8):
+        if x.shape[1] % k != 0:
+            raise ValueError(f"the size is not a multiple of {k}")
+        x = x.view(x.shape[0], k, -1).reshape(x.shape[0], -1)
+    return x
+
+
+def test_a_second_divisibility_is_substituted_with_the_factor_it_shares():
+    for d in (12, 24, 36):
+        assert twelve_groups(torch.zeros(2, d)).shape == (2, d)
+        assert in_steps(torch.zeros(2, 2 * d)).shape == (2, 2 * d)
+    with pytest.raises(AssertionError):
+        twelve_groups(torch.zeros(2, 8))
+    with pytest.raises(ValueError):
+        in_steps(torch.zeros(2, 12))
+    r = verify(twelve_groups)  # was: D % 6 required at D = 4*11, D % 3 decided false: TS103
+    assert not r.errors and not r.notes, str(r)
+    assert "verified with D_over4 = 3*D_over12" in str(r), str(r)
+    r = verify(in_steps)  # was: D = 4*D_over8, then 8*D_over64 (the names not the quotients)
+    assert not r.errors and not r.notes, str(r)
+    assert "verified with D_over4 = 2*D_over8" in str(r), str(r)
+
+
+def three_widths(x: Float[torch.Tensor, "B D"]) -> Float[torch.Tensor, "B D"]:
+    """Three ways past one guard, a bug at the first only."""
+    if x.shape[1] not in (32, 64, 128):
+        raise ValueError("the width must be 32, 64 or 128")
+    return x[:, :1] if x.shape[1] == 32 else x  # bug at 32
+
+
+def test_every_way_past_a_guard_is_traced_not_only_two():
+    assert three_widths(torch.zeros(2, 64)).shape == (2, 64)
+    assert three_widths(torch.zeros(2, 32)).shape != (2, 32)  # the bug, at a size it accepts
+    r = verify(three_widths)  # was: traced at 128 and 64 only, no error
+    assert [f.kind for f in r.errors] == ["return-shape"], str(r)
+    assert "assumes D == 32: one way past" in str(r), str(r)

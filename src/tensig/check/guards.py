@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dis
 import functools
+import itertools
+import math
 import os
 import re
 from collections.abc import Callable
@@ -80,11 +82,15 @@ def _solved(sig: Any, diff: Dim, fresh: Callable[[str], Dim] | None = None
     return None
 
 
-def _quotient(k: int, name: str) -> Dim:
-    """``k`` times the quotient's new size: ``4*D_over4``; of a quotient, named by the product
-    (``D_over4`` as ``2*D_over8``)."""
+def _quotient(n: Dim, k: int, name: str) -> Dim:
+    """``n`` divisible by ``k`` as a multiple of a new size: ``4*D_over4``.  A common factor of
+    ``n``'s coefficients counts (``4*D_over4`` divisible by 6 is ``D_over4`` by 3: ``12*
+    D_over12``, not a requirement left at a prime witness); of a quotient, named by the
+    product (``D_over4`` as ``2*D_over8``)."""
+    g = math.gcd(*n.terms.values())
+    k //= math.gcd(k, g)
     m = re.fullmatch(r"(.+)_over(\d+)", name)
-    return k * Dim.symbol(f"{m[1]}_over{int(m[2]) * k}" if m else f"{name}_over{k}")
+    return g * k * Dim.symbol(f"{m[1]}_over{int(m[2]) * k}" if m else f"{name}_over{k}")
 
 
 _State = tuple[Any, tracing.Tracer, Any, dict[str, tuple[bool, str]], list[tracing.Finding],
@@ -100,15 +106,18 @@ def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, trac
     undone (the raise was not its: ``ok = D % 4 == 0`` before an ``if D > 64`` and ``if not
     ok: raise``), and the one before it tried.  A guard with another way past it on its line
     (``E in (D, 1)``) is traced past that way too, and what it finds is added: a bug at
-    ``E == D`` is not hidden by a trace at ``E == 1``.  Where none gets past the raises, the
+    ``E == D`` is not hidden by a trace at ``E == 1`` (:data:`TRIES` other ways at most, so
+    ``1 + TRIES * (1 + TRIES)`` traces in all).  Where none gets past the raises, the
     first report (its note says where it stopped)."""
     first = trace(sig, {})
     others: list[_State] = []
     report, tracer, said = _past(trace, (*first, sig, {}, [], set()), others)
     if tracer.raised is not None and report.notes:
         return first[0]
-    for state in others[:1]:  # the other way past (one: each costs up to TRIES traces)
-        other, t, more = _past(trace, state, [])
+    # the other ways past (``D in (32, 64, 128)``: each found on the way, TRIES at most, each
+    # costing up to TRIES traces)
+    for state in itertools.islice(others, TRIES):  # sees those appended on the way
+        other, t, more = _past(trace, state, others)
         if t.raised is None or not other.notes:
             report.findings += [f for f in more + other.findings
                                 if f not in said and f not in report.findings]
@@ -141,7 +150,7 @@ def _past(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, tracing
         division = tracer.remainder(a - b) if equal else None  # D % 4 == 0: D as 4*D_over4
         if division is not None and isinstance(division[1], int):
             n, k = division
-            solved = _solved(sig, n, functools.partial(_quotient, k))
+            solved = _solved(sig, n, functools.partial(_quotient, n, k))
             cond = f"requires {n} divisible by {k}"
         elif order or (equal and division is None):
             # an order forced to the side the witnesses are not on: b - a - 1 >= 0 for a < b
