@@ -454,3 +454,23 @@ def test_every_way_past_a_guard_is_traced_not_only_two():
     r = verify(three_widths)  # was: traced at 128 and 64 only, no error
     assert [f.kind for f in r.errors] == ["return-shape"], str(r)
     assert "assumes D == 32: one way past" in str(r), str(r)
+
+
+def width_table(x: Float[torch.Tensor, "B D"]) -> Float[torch.Tensor, "B D"]:
+    """A kernel that supports a table of widths: more ways past its guard than are traced."""
+    if x.shape[1] not in (2, 3, 5, 7, 9, 17):
+        raise ValueError("unsupported width")
+    return x * 2
+
+
+def test_ways_past_a_guard_beyond_the_cap_are_said_not_traced():
+    r = verify(width_table)
+    traced = {f.message.split(":")[0] for f in r.findings}
+    assert len(traced) == guards.TRIES + 1 and not r.ok, str(r)
+    assert r.notes == [f"1 more way(s) past the guard that raises ValueError at "
+                       f"test_verify_guards.py:{width_table.__code__.co_firstlineno + 3} not "
+                       f"traced ({guards.TRIES + 1} are)"], r.notes
+    for d in (2, 3, 5, 7, 9, 17):  # every way the guard lets past runs and keeps its shape
+        assert width_table(torch.ones(4, d)).shape == (4, d)
+    with pytest.raises(ValueError):
+        width_table(torch.ones(4, 4))

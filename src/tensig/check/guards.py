@@ -121,6 +121,11 @@ def retraced(trace: Callable[[Any, dict[str, tuple[bool, str]]], tuple[Any, trac
         if t.raised is None or not other.notes:
             report.findings += [f for f in more + other.findings
                                 if f not in said and f not in report.findings]
+    if len(others) > TRIES:  # not traced: say so, the contract is proved on some ways only
+        kind, (file, line) = others[TRIES][1].raised or ("", (None, None))
+        report.notes.append(f"{len(others) - TRIES} more way(s) past the guard that raises "
+                            f"{kind} at {os.path.basename(file or '')}:{line} not traced "
+                            f"({TRIES + 1} are)")
     report.findings[:0] = said
     return report
 
