@@ -315,6 +315,24 @@ def test_a_use_is_solved_on_residue_classes_only_when_they_are_few(compiled):
 
 
 @pytest.mark.parametrize("compiled", [True, False])
+def test_periodic_uses_with_a_long_common_cycle_are_left_unchecked_not_searched(
+        compiled, monkeypatch):
+    """``b % 4093`` beside ``b % 4091`` repeat together only every 16.7 M sizes: trying them all
+    took 10 s of CPU a call, so past 4096 the pair is left unchecked (a correct call passes:
+    ``b = 4098`` gives 5 and 7), and a use is evaluated a bounded number of times."""
+    from tensig.core import search
+
+    calls = []
+    at = search._Use.at
+    monkeypatch.setattr(search._Use, "at", lambda self, t: calls.append(t) or at(self, t))
+
+    def f(x: Float[np.ndarray, "b % 4093"], y: Float[np.ndarray, "b % 4091"]): ...
+
+    shaped(compiled=compiled)(f)(z(4098 % 4093), z(4098 % 4091))
+    assert len(calls) <= 2 * 4096, len(calls)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
 def test_a_floor_use_with_one_root_binds_its_name(compiled):
     """``2*T - T//2`` (not monotone by its coefficients) of size 5 has one root, 3: it binds
     ``T``, so the return value is checked; size 4 has none."""
