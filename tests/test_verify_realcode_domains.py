@@ -203,6 +203,20 @@ def returns_declared(name, good):
         assert got == tuple(shape_for(m.shape, env) for m in markers), (name, env)
 
 
+def bug_fails(name, bad):
+    """The oracle that a planted bug is one: run by its own library at distinct sizes, it
+    raises or returns a shape its annotation does not declare."""
+    env = sizes(bad, start=8)
+    try:
+        out = bad(*_arguments(bad, env, 0))
+    except (ValueError, TypeError, RuntimeError, IndexError):  # the library's shape error
+        return
+    result = signature_of(bad).result
+    markers = result if isinstance(result, tuple) else (result,)
+    got = tuple(tuple(np.shape(o)) for o in (out if isinstance(out, tuple) else (out,)))
+    assert got != tuple(shape_for(m.shape, env) for m in markers), (name, env)
+
+
 def test_zip_and_range_stay_types_while_verify_patches_them():
     """``zip`` and ``range`` are patched during a trace; code (or a library) that asks
     ``isinstance(z, zip)`` still gets its answer, where a plain function raised TypeError."""
