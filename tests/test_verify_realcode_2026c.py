@@ -16,14 +16,10 @@ import torch
 from jax import lax
 from torch.func import grad, vmap
 
-from arrays import clean, kinds, pair_holds
+from arrays import clean, kinds
 from tensig import Float
 from tensig.check.verify import verify
-from test_verify_realcode_domains import (
-    bug_fails,
-    mixes_libraries,
-    returns_declared,
-)
+from test_verify_realcode_domains import corpus_tests, mixes_libraries
 from verify_corpus.probe_2026c import (
     ASSUMES,
     CASES,
@@ -37,19 +33,9 @@ def test_the_corpus_mixes_the_three_libraries():
     mixes_libraries(CASES, 24, 8)
 
 
-@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
-def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
-    pair_holds(name, good, bad, code, ASSUMES, STOPS)
-
-
-@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
-def test_correct_one_runs_and_returns_its_declared_shape(name, good, bad, code):
-    returns_declared(name, good)
-
-
-@pytest.mark.parametrize(("name", "good", "bad", "code"), CASES, ids=[c[0] for c in CASES])
-def test_each_bug_fails_when_run(name, good, bad, code):
-    bug_fails(name, bad)
+(test_correct_one_verifies_and_the_bug_gives_its_code,
+ test_correct_one_runs_and_returns_its_declared_shape,
+ test_each_bug_fails_when_run) = corpus_tests(CASES, ASSUMES, STOPS)
 
 
 # -- defects the corpus found, each fixed in src/tensig/check -----------------------------------

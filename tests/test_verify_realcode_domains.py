@@ -217,6 +217,28 @@ def bug_fails(name, bad):
     assert got != tuple(shape_for(m.shape, env) for m in markers), (name, env)
 
 
+def corpus_tests(cases, assumes, stops):
+    """The three per-pair tests of a corpus file, parametrized over its ``cases``: each file
+    binds them to module-level ``test_`` names, so pytest collects them under the same ids."""
+    each = pytest.mark.parametrize(("name", "good", "bad", "code"), cases,
+                                   ids=[c[0] for c in cases])
+
+    @each
+    def test_correct_one_verifies_and_the_bug_gives_its_code(name, good, bad, code):
+        pair_holds(name, good, bad, code, assumes, stops)
+
+    @each
+    def test_correct_one_runs_and_returns_its_declared_shape(name, good, bad, code):
+        returns_declared(name, good)
+
+    @each
+    def test_each_bug_fails_when_run(name, good, bad, code):
+        bug_fails(name, bad)
+
+    return (test_correct_one_verifies_and_the_bug_gives_its_code,
+            test_correct_one_runs_and_returns_its_declared_shape, test_each_bug_fails_when_run)
+
+
 def test_zip_and_range_stay_types_while_verify_patches_them():
     """``zip`` and ``range`` are patched during a trace; code (or a library) that asks
     ``isinstance(z, zip)`` still gets its answer, where a plain function raised TypeError."""
