@@ -16,9 +16,9 @@ from fractions import Fraction
 from typing import Any
 
 from tensig.check.broadcasting import shape_text
-from tensig.check.sym_sizes import ONE, exact_quotient, nonzero_size, require_divisible
+from tensig.check.sym_sizes import ONE, nonzero_size, require_divisible
 from tensig.check.tracing import Finding, tracer
-from tensig.core.dims import Dim, FloorDiv
+from tensig.core.dims import Dim, FloorDiv, exact_quotient
 
 __all__ = ["Skew", "carry_skew", "divide", "moved_factors", "order_lint", "view_strides"]
 

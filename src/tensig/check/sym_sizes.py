@@ -23,8 +23,7 @@ import numpy as np
 
 from tensig.check import findings
 from tensig.check.tracing import _TRACER, RESIDUE_CAP, Unsupported, plugin, tracer
-from tensig.core.dims import Dim, divide, exact_quotient, grain
-from tensig.core.dims import period as tracing_period
+from tensig.core.dims import Dim, divide, exact_quotient, grain, period
 from tensig.core.errors import InconclusiveError
 
 __all__ = ["ONE", "Drawn", "DrawnSize", "Square", "StandIn", "SymFloat", "SymRange", "SymSize",
@@ -721,11 +720,11 @@ def require_divisible(p: Dim, k: int, floor: bool = False,
 def _residues(p: Dim, k: int) -> frozenset[int] | None:
     """The values of ``p % k`` at all sizes, from one period (None past :data:`RESIDUE_CAP`
     points): Swin's padded ``H + (7 - H % 7) % 7`` is a multiple of 7 at every size."""
-    period, names = math.lcm(k * grain(p), tracing_period(p)), sorted(p.symbols)
-    if period ** len(names) > RESIDUE_CAP:
+    cycle, names = math.lcm(k * grain(p), period(p)), sorted(p.symbols)
+    if cycle ** len(names) > RESIDUE_CAP:
         return None
     return frozenset(p.evaluate(dict(zip(names, v, strict=True))) % k
-                     for v in itertools.product(range(1, period + 1), repeat=len(names)))
+                     for v in itertools.product(range(1, cycle + 1), repeat=len(names)))
 
 
 class Drawn(int):

@@ -98,7 +98,6 @@ class Signature:
         results = [s for s, _ in side(right, len(left) + 2)] if arrow and right.strip() else None
         return _signature([s for s, _ in args], results, text, tuple(k for _, k in args))
 
-
     def subs(self, name: str, value: Dim) -> Signature:
         """The signature with symbol ``name`` replaced by ``value`` (a square's ``N_root**2``,
         a guard's ``W`` as ``H``): its new symbols, if any, in ``name``'s place."""
