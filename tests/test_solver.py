@@ -262,6 +262,17 @@ def test_report_words_the_failure_for_the_caller():
     assert seen == [("no_solution", {"name": "m", "value": -2, "target": 3})]
 
 
+def test_a_name_only_a_known_value_holds_is_solved():
+    """``a == 12`` with ``a`` known as ``b + 1``: ``b``, not in the relation's own form, is
+    solved (it raised KeyError looking up ``b``'s compiled solver in ``a``'s form)."""
+    from tensig.core.dims import Dim
+    from tensig.core.solver import LinearRel
+    S, b = Solver(), dv()
+    S.add(LinearRel(dv(12), Dim("a"), {"a": dv(Dim("b + 1")), "b": b}, Origin()))
+    S.run()
+    assert b.root().value == 11
+
+
 _EXPRS = ["2*m + 1", "m + n", "h*w", "3*m - n", "(t + 1) // 2", "m", "10 - m", "h*w + h"]
 
 

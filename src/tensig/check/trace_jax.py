@@ -429,17 +429,17 @@ def _vmap(original: Any) -> Any:
             raise ValueError(f"torch.vmap takes in_dims as an int or a tuple, randomness "
                              f"'error', 'different' or 'same': {in_axes}, {randomness}")
 
-        refused = randomness == "error" and not _jax_own(original)  # torch's default
+        own = _jax_own(original)  # JAX's, not torch.func's: asked once, not per call
+        refused = randomness == "error" and not own  # torch's default
 
         @functools.wraps(fun)
         def batched(*args: Any, **kwargs: Any) -> Any:
             if _traced(fun, (args, kwargs)):
                 t = tracer()
-                t.used_jax |= _jax_own(original)  # torch.vmap's is torch code
+                t.used_jax |= own  # torch.vmap's is torch code
                 t.random_refused += refused
                 try:
-                    return sym_vmap(fun, in_axes, out_axes, args, kwargs,
-                                    0 if _jax_own(original) else None)
+                    return sym_vmap(fun, in_axes, out_axes, args, kwargs, 0 if own else None)
                 finally:
                     t.random_refused -= refused
             return original(fun, *a, **kw)(*args, **kwargs)

@@ -342,7 +342,8 @@ class LinearRel(Constraint):
         if vt is None or len(free) > 1:
             return
         name = free[0]
-        if _int_plan(self.expr)[1][name] is None:  # nonlinear: core.search's (no error text)
+        plans = _int_plan(self.expr)[1]  # a name only a known value holds has none: solved
+        if name in plans and plans[name] is None:  # nonlinear: core.search's (no error text)
             return
         try:
             solution, conditions = (e - vt).solve_for(name)

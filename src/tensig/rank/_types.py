@@ -301,14 +301,14 @@ class Matcher:
     def _relate(self, p: Dim, target: DimVar, where: str, pattern: ShapeIndex,
                 actual: ShapeIndex) -> None:
         def report(kind: str, facts: dict[str, Any]) -> Exception:
-            q, target = rel.pending()[0], facts["target"]
+            q, size = rel.pending()[0], facts["target"]
             if kind == "no_solution":
-                why = f"the index equality {q} == {target} has no solution in the naturals" + (
+                why = f"the index equality {q} == {size} has no solution in the naturals" + (
                     "" if facts["value"] is None else f" ({facts['name']} would be "
                                                       f"{facts['value']})")
             elif kind == "apart":
-                p, c = facts["other"].pending()
-                why = (f"the index equality {q} == {target} fails where {p} == {c} holds "
+                other, its = facts["other"].pending()
+                why = (f"the index equality {q} == {size} fails where {other} == {its} holds "
                        f"({q} is {facts['value']} there)")
             else:
                 why = f"the index equality {facts['value']} == {facts['target']} does not hold"
