@@ -312,7 +312,7 @@ def divide(total: Dim, known: Dim) -> Dim:
     if content > 1 and (quotient := exact_quotient(total * content, known)) is not None:
         return require_divisible(quotient, content, error=_MINUS_1)
     t = tracer()
-    t.report("assumption", f"requires {total} divisible by {known}")
+    t.requirement(total, known)  # said once, as every requirement is
     return t.new_dim("n")
 
 
